@@ -1,0 +1,75 @@
+//! Every name, label, annotation and finalizer raygate reads or writes, in one place.
+//!
+//! The webhook, the reconciler and the CLI all take their keys from here, so they cannot drift
+//! apart. Values marked "KubeRay" or "Volcano" are upstream conventions and must not change.
+
+/// Namespace label that opts a namespace into Volcano onboarding.
+pub const NAMESPACE_OPT_IN_LABEL: &str = "raygate.io/scheduler";
+/// Value of [`NAMESPACE_OPT_IN_LABEL`] that opts a namespace in.
+pub const NAMESPACE_OPT_IN_VALUE: &str = "volcano";
+/// `spec.schedulerName` given to every Ray Pod in an opted-in namespace.
+pub const VOLCANO_SCHEDULER_NAME: &str = "volcano";
+
+/// Pod annotation linking a Pod to its PodGroup (Volcano).
+pub const POD_GROUP_ANNOTATION: &str = "scheduling.k8s.io/group-name";
+/// Pod annotation naming the Pod's role inside its gang (Volcano).
+pub const TASK_SPEC_ANNOTATION: &str = "volcano.sh/task-spec";
+/// Task name of the head Pod.
+pub const HEAD_TASK: &str = "headgroup";
+/// Task name of the RayJob submitter Pod.
+pub const SUBMITTER_TASK: &str = "submittergroup";
+
+/// Label on RayJob / RayCluster choosing the Volcano queue (KubeRay convention).
+pub const QUEUE_LABEL: &str = "volcano.sh/queue-name";
+/// Label on RayJob / RayCluster choosing the PodGroup priority class (KubeRay convention).
+pub const PRIORITY_CLASS_LABEL: &str = "ray.io/priority-class-name";
+/// Label on RayJob / RayCluster choosing the PodGroup network-topology mode.
+pub const NETWORK_TOPOLOGY_MODE_LABEL: &str = "volcano.sh/network-topology-mode";
+/// Label on RayJob / RayCluster choosing the highest network tier allowed.
+pub const NETWORK_TOPOLOGY_TIER_LABEL: &str = "volcano.sh/network-topology-highest-tier-allowed";
+/// Namespace annotation naming the namespace's default queue (Volcano convention).
+pub const NAMESPACE_QUEUE_ANNOTATION: &str = "scheduling.volcano.sh/queue-name";
+/// Volcano's default queue.
+pub const DEFAULT_QUEUE: &str = "default";
+
+/// Label carrying the RayCluster name on every Ray Pod (KubeRay).
+pub const RAY_CLUSTER_LABEL: &str = "ray.io/cluster";
+/// Label carrying `head` or `worker` on every Ray Pod (KubeRay).
+pub const RAY_NODE_TYPE_LABEL: &str = "ray.io/node-type";
+/// Label carrying `headgroup` or the worker group name on every Ray Pod (KubeRay).
+pub const RAY_GROUP_LABEL: &str = "ray.io/group";
+/// Label naming the custom resource a RayCluster or submitter was created for (KubeRay).
+pub const ORIGINATED_FROM_CR_NAME_LABEL: &str = "ray.io/originated-from-cr-name";
+/// Label naming the kind of that custom resource, e.g. `RayJob` (KubeRay).
+pub const ORIGINATED_FROM_CRD_LABEL: &str = "ray.io/originated-from-crd";
+/// Annotation switching on legacy GCS fault tolerance (KubeRay).
+pub const FT_ENABLED_ANNOTATION: &str = "ray.io/ft-enabled";
+/// Annotation with the legacy GCS fault-tolerance storage namespace (KubeRay).
+pub const EXTERNAL_STORAGE_NAMESPACE_ANNOTATION: &str = "ray.io/external-storage-namespace";
+
+/// Finalizer on every RayJob the reconciler manages (KubeRay).
+pub const RAYJOB_FINALIZER: &str = "ray.io/rayjob-finalizer";
+/// `spec.managedBy` value of the KubeRay operator, which raygate's reconciler also honours.
+pub const KUBERAY_MANAGED_BY: &str = "ray.io/kuberay-operator";
+/// `spec.managedBy` value that hands a RayJob to Kueue's MultiKueue.
+pub const MULTIKUEUE_MANAGED_BY: &str = "kueue.x-k8s.io/multikueue";
+
+/// raygate's own API group.
+pub const RAYGATE_GROUP: &str = "raygate.io";
+/// Annotation that keeps v1-only fields while an object is seen through `ray.io/v1alpha1`.
+pub const V1_FIELDS_ANNOTATION: &str = "raygate.io/v1-fields";
+
+/// Name of the PodGroup for a RayJob or a standalone RayCluster: `ray-<owner>-pg`.
+pub fn pod_group_name(owner: &str) -> String {
+    format!("ray-{owner}-pg")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pod_group_name_wraps_owner() {
+        assert_eq!(pod_group_name("demo"), "ray-demo-pg");
+    }
+}

@@ -1,0 +1,2 @@
+//! The raygate command line.
+fn main() {}

@@ -1,0 +1,1 @@
+//! Test harness for raygate integration and end-to-end tests.
