@@ -17,5 +17,7 @@ pub mod crd;
 pub mod features;
 pub mod finding;
 pub mod keys;
+pub mod quantity;
 pub mod ray;
+pub mod sizing;
 pub mod volcano;

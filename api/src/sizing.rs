@@ -1,0 +1,561 @@
+//! PodGroup sizing: the gang that schedules a RayJob or a standalone RayCluster.
+//!
+//! Follows KubeRay v1.7's Volcano adapter (`kuberay-compat.md` §9) with two deliberate fixes:
+//!
+//! * one replica count for both `minMember` and `minResources`: `replicas` clamped into
+//!   `[minReplicas, maxReplicas]`, unset meaning `minReplicas` (KubeRay multiplies resources by
+//!   the raw `replicas`, so an unset `replicas` counts Pods but no resources — §10 row 11);
+//! * every per-replica quantity is multiplied by `numOfHosts` (§10 row 10).
+//!
+//! The submitter is never counted in `minMember` — it waits for the cluster, so counting it
+//! would deadlock the gang (ray-project/kuberay#3972) — but its resources are in `minResources`
+//! so that the queue reserves room for it.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::Resource;
+
+use crate::keys;
+use crate::quantity::{ParseQuantityError, ResourceQuantity};
+use crate::ray::v1::{RayCluster, RayClusterSpec, RayJob, WorkerGroupSpec};
+use crate::volcano::{NetworkTopologySpec, PodGroup, PodGroupSpec, PodGroupStatus};
+
+/// CPU request of KubeRay's default submitter container.
+pub const DEFAULT_SUBMITTER_CPU: &str = "500m";
+/// Memory request of KubeRay's default submitter container.
+pub const DEFAULT_SUBMITTER_MEMORY: &str = "200Mi";
+
+/// Resource name → total quantity.
+pub type Resources = BTreeMap<String, ResourceQuantity>;
+
+/// The size of a gang.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GangSize {
+    /// Pods that must be schedulable together: the head and the workers, never the submitter.
+    pub min_member: i32,
+    /// Resources the queue must reserve: head, workers and (for RayJobs) the submitter.
+    pub min_resources: Resources,
+}
+
+/// Why an object cannot be sized.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SizingError {
+    /// A RayJob that runs on an existing cluster has no gang of its own.
+    #[error(
+        "gang scheduling does not support RayJob {0} referencing an existing RayCluster (spec.clusterSelector); remove the clusterSelector or run it outside a Volcano-enabled namespace"
+    )]
+    ClusterSelector(String),
+    /// A RayCluster created by a RayJob is scheduled in its RayJob's gang.
+    #[error("RayCluster {cluster} belongs to RayJob {job}; its Pods join the RayJob's PodGroup")]
+    OwnedByRayJob {
+        /// The cluster.
+        cluster: String,
+        /// The RayJob that created it.
+        job: String,
+    },
+    /// A quantity in a Pod template is not a valid Kubernetes quantity.
+    #[error("{field}: {source}")]
+    Quantity {
+        /// Where the quantity is.
+        field: String,
+        /// What is wrong with it.
+        source: ParseQuantityError,
+    },
+    /// A label that must hold a number does not.
+    #[error(
+        "failed to convert {label} label to int: {value:?} is not an integer, for podgroup {pod_group}"
+    )]
+    TierLabel {
+        /// The label.
+        label: &'static str,
+        /// Its value.
+        value: String,
+        /// The PodGroup being built.
+        pod_group: String,
+    },
+}
+
+/// Pods and resources per replica of a group, after clamping and suspension.
+fn worker_group_replicas(group: &WorkerGroupSpec, autoscaling: bool) -> i64 {
+    if group.suspend == Some(true) {
+        return 0;
+    }
+    let min = group.min_replicas.unwrap_or(0).max(0);
+    let max = group.max_replicas.unwrap_or(i32::MAX).max(0);
+    let replicas = if autoscaling {
+        min
+    } else {
+        group.replicas.unwrap_or(min).clamp(min.min(max), max)
+    };
+    i64::from(replicas) * i64::from(group.num_of_hosts.unwrap_or(1).max(1))
+}
+
+/// Requests of a Pod's regular containers, limits filling in names without a request.
+///
+/// Init containers and Pod overhead are ignored, as in KubeRay, so that a gang sized by raygate
+/// matches one sized by KubeRay for the same spec.
+pub fn pod_resources(spec: Option<&PodSpec>, field: &str) -> Result<Resources, SizingError> {
+    let mut total = Resources::new();
+    let Some(spec) = spec else {
+        return Ok(total);
+    };
+    for (i, container) in spec.containers.iter().enumerate() {
+        let Some(resources) = container.resources.as_ref() else {
+            continue;
+        };
+        let requests = resources.requests.as_ref();
+        let limits = resources.limits.as_ref();
+        let mut names: Vec<&String> = requests.into_iter().flat_map(|r| r.keys()).collect();
+        names.extend(limits.into_iter().flat_map(|l| l.keys()));
+        names.sort();
+        names.dedup();
+        for name in names {
+            let (kind, quantity) = match requests.and_then(|r| r.get(name)) {
+                Some(q) => ("requests", q),
+                None => match limits.and_then(|l| l.get(name)) {
+                    Some(q) => ("limits", q),
+                    None => continue,
+                },
+            };
+            let value = ResourceQuantity::try_from(quantity).map_err(|source| {
+                SizingError::Quantity {
+                    field: format!("{field}.containers[{i}].resources.{kind}.{name}"),
+                    source,
+                }
+            })?;
+            *total.entry(name.clone()).or_insert(ResourceQuantity::ZERO) += value;
+        }
+    }
+    Ok(total)
+}
+
+fn add_into(total: &mut Resources, part: &Resources, times: i64) {
+    if times == 0 {
+        return;
+    }
+    for (name, quantity) in part {
+        *total.entry(name.clone()).or_insert(ResourceQuantity::ZERO) += quantity.times(times);
+    }
+}
+
+/// The gang of a RayCluster spec, without any submitter. `field` prefixes error paths.
+pub fn cluster_gang(spec: &RayClusterSpec, field: &str) -> Result<GangSize, SizingError> {
+    let autoscaling = spec.enable_in_tree_autoscaling == Some(true);
+    let mut min_member: i64 = 1;
+    let mut min_resources = pod_resources(
+        spec.head_group_spec.template.spec.as_ref(),
+        &format!("{field}.headGroupSpec.template.spec"),
+    )?;
+    for (i, group) in spec.worker_group_specs.iter().flatten().enumerate() {
+        let pods = worker_group_replicas(group, autoscaling);
+        min_member = min_member.saturating_add(pods);
+        let per_pod = pod_resources(
+            group.template.spec.as_ref(),
+            &format!("{field}.workerGroupSpecs[{i}].template.spec"),
+        )?;
+        add_into(&mut min_resources, &per_pod, pods);
+    }
+    Ok(GangSize {
+        min_member: i32::try_from(min_member).unwrap_or(i32::MAX),
+        min_resources,
+    })
+}
+
+/// Resources of the RayJob's submitter: its template in K8sJobMode, KubeRay's default
+/// container (500m CPU, 200Mi memory) in K8sJobMode without a template and in SidecarMode, and
+/// nothing in HTTPMode and InteractiveMode (no submitter Pod exists).
+pub fn submitter_resources(job: &RayJob) -> Result<Resources, SizingError> {
+    let mode = job.spec.submission_mode.as_deref().unwrap_or("K8sJobMode");
+    match (mode, job.spec.submitter_pod_template.as_ref()) {
+        ("K8sJobMode", Some(PodTemplateSpec { spec, .. })) => {
+            pod_resources(spec.as_ref(), "spec.submitterPodTemplate.spec")
+        }
+        ("K8sJobMode" | "SidecarMode", _) => Ok(default_submitter_resources()),
+        _ => Ok(Resources::new()),
+    }
+}
+
+/// Requests of KubeRay's default submitter container.
+pub fn default_submitter_resources() -> Resources {
+    [
+        ("cpu", DEFAULT_SUBMITTER_CPU),
+        ("memory", DEFAULT_SUBMITTER_MEMORY),
+    ]
+    .into_iter()
+    .filter_map(|(name, value)| Some((name.to_string(), value.parse().ok()?)))
+    .collect()
+}
+
+/// The gang of a RayJob: its cluster, plus the submitter's resources (never its Pod count).
+pub fn ray_job_gang(job: &RayJob) -> Result<GangSize, SizingError> {
+    let Some(spec) = job.spec.ray_cluster_spec.as_ref() else {
+        return Err(SizingError::ClusterSelector(object_key(job.meta())));
+    };
+    let mut gang = cluster_gang(spec, "spec.rayClusterSpec")?;
+    add_into(&mut gang.min_resources, &submitter_resources(job)?, 1);
+    Ok(gang)
+}
+
+fn object_key(meta: &ObjectMeta) -> String {
+    format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// The PodGroup that gang-schedules a RayJob.
+pub fn ray_job_pod_group(job: &RayJob) -> Result<PodGroup, SizingError> {
+    let gang = ray_job_gang(job)?;
+    pod_group(job.meta(), "RayJob", gang)
+}
+
+/// The PodGroup of a standalone RayCluster; clusters created by a RayJob have none of their own.
+pub fn ray_cluster_pod_group(cluster: &RayCluster) -> Result<PodGroup, SizingError> {
+    let labels = cluster.meta().labels.as_ref();
+    let label = |key: &str| labels.and_then(|l| l.get(key)).filter(|v| !v.is_empty());
+    if label(keys::ORIGINATED_FROM_CRD_LABEL).map(String::as_str) == Some("RayJob")
+        && let Some(job) = label(keys::ORIGINATED_FROM_CR_NAME_LABEL)
+    {
+        return Err(SizingError::OwnedByRayJob {
+            cluster: object_key(cluster.meta()),
+            job: job.clone(),
+        });
+    }
+    let gang = cluster_gang(&cluster.spec, "spec")?;
+    pod_group(cluster.meta(), "RayCluster", gang)
+}
+
+fn pod_group(owner: &ObjectMeta, kind: &str, gang: GangSize) -> Result<PodGroup, SizingError> {
+    let owner_name = owner.name.clone().unwrap_or_default();
+    let name = keys::pod_group_name(&owner_name);
+    let labels = owner.labels.as_ref();
+    let label = |key: &str| {
+        labels
+            .and_then(|l| l.get(key))
+            .filter(|v| !v.is_empty())
+            .cloned()
+    };
+    let highest_tier_allowed = label(keys::NETWORK_TOPOLOGY_TIER_LABEL)
+        .map(|value| {
+            value.parse::<i32>().map_err(|_| SizingError::TierLabel {
+                label: keys::NETWORK_TOPOLOGY_TIER_LABEL,
+                value,
+                pod_group: name.clone(),
+            })
+        })
+        .transpose()?;
+    let mode = label(keys::NETWORK_TOPOLOGY_MODE_LABEL);
+    let network_topology = (mode.is_some() || highest_tier_allowed.is_some()).then(|| {
+        NetworkTopologySpec {
+            mode,
+            highest_tier_allowed,
+        }
+    });
+    let mut pg = PodGroup::new(
+        &name,
+        PodGroupSpec {
+            min_member: Some(gang.min_member),
+            min_resources: Some(
+                gang.min_resources
+                    .into_iter()
+                    .map(|(k, v)| (k, v.to_quantity()))
+                    .collect(),
+            ),
+            queue: label(keys::QUEUE_LABEL),
+            priority_class_name: label(keys::PRIORITY_CLASS_LABEL),
+            network_topology,
+            min_task_member: None,
+        },
+    );
+    pg.metadata.namespace = owner.namespace.clone();
+    pg.metadata.annotations = Some(owner.annotations.clone().unwrap_or_default());
+    pg.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "ray.io/v1".to_string(),
+        kind: kind.to_string(),
+        name: owner_name,
+        uid: owner.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }]);
+    pg.status = Some(PodGroupStatus {
+        phase: Some("Pending".to_string()),
+        ..PodGroupStatus::default()
+    });
+    Ok(pg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(yaml: &str) -> RayJob {
+        serde_saphyr::from_str(yaml).unwrap_or_else(|e| panic!("bad test YAML: {e}"))
+    }
+
+    fn cluster(yaml: &str) -> RayCluster {
+        serde_saphyr::from_str(yaml).unwrap_or_else(|e| panic!("bad test YAML: {e}"))
+    }
+
+    fn resources(pg: &PodGroup) -> BTreeMap<String, String> {
+        pg.spec
+            .min_resources
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.0))
+            .collect()
+    }
+
+    fn expect(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    const HEAD: &str = r#"
+    headGroupSpec:
+      template:
+        spec:
+          containers:
+          - name: ray-head
+            image: rayproject/ray:2.60.0
+            resources:
+              requests: {cpu: "1", memory: 2Gi}
+"#;
+
+    fn job_yaml(extra_spec: &str, workers: &str) -> String {
+        format!(
+            r#"
+apiVersion: ray.io/v1
+kind: RayJob
+metadata:
+  name: demo
+  namespace: ml
+  uid: 1234
+  labels: {{volcano.sh/queue-name: research, ray.io/priority-class-name: high}}
+  annotations: {{team: nlp}}
+spec:
+  entrypoint: python train.py
+{extra_spec}
+  rayClusterSpec:
+{HEAD}
+    workerGroupSpecs:
+{workers}
+"#
+        )
+    }
+
+    const TWO_WORKERS: &str = r#"
+    - groupName: small
+      replicas: 2
+      minReplicas: 0
+      maxReplicas: 5
+      template:
+        spec:
+          containers:
+          - name: ray-worker
+            resources:
+              requests: {cpu: 500m, memory: 1Gi}
+"#;
+
+    #[test]
+    fn rayjob_gang_counts_head_and_workers_but_only_submitter_resources() {
+        let pg = ray_job_pod_group(&job(&job_yaml("", TWO_WORKERS))).unwrap();
+        assert_eq!(pg.metadata.name.as_deref(), Some("ray-demo-pg"));
+        assert_eq!(pg.metadata.namespace.as_deref(), Some("ml"));
+        assert_eq!(pg.spec.min_member, Some(3));
+        // head 1 + 2×500m + default submitter 500m; 2Gi + 2×1Gi + 200Mi
+        assert_eq!(
+            resources(&pg),
+            expect(&[("cpu", "2500m"), ("memory", "4296Mi")])
+        );
+        assert_eq!(pg.spec.queue.as_deref(), Some("research"));
+        assert_eq!(pg.spec.priority_class_name.as_deref(), Some("high"));
+        let owner = &pg.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str(), owner.controller),
+            ("RayJob", "demo", Some(true))
+        );
+        assert_eq!(
+            pg.metadata.annotations.unwrap().get("team").map(String::as_str),
+            Some("nlp")
+        );
+        assert_eq!(pg.status.unwrap().phase.as_deref(), Some("Pending"));
+    }
+
+    #[test]
+    fn submitter_depends_on_mode_and_template() {
+        let custom = r#"  submitterPodTemplate:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: submit
+        resources:
+          requests: {cpu: 200m}
+          limits: {cpu: "1", memory: 64Mi}"#;
+        for (extra, cpu, memory) in [
+            ("", "2500m", "4296Mi"),
+            ("  submissionMode: SidecarMode", "2500m", "4296Mi"),
+            ("  submissionMode: HTTPMode", "2", "4Gi"),
+            ("  submissionMode: InteractiveMode", "2", "4Gi"),
+            (custom, "2200m", "4160Mi"),
+        ] {
+            let pg = ray_job_pod_group(&job(&job_yaml(extra, TWO_WORKERS))).unwrap();
+            assert_eq!(pg.spec.min_member, Some(3), "{extra}");
+            assert_eq!(
+                resources(&pg),
+                expect(&[("cpu", cpu), ("memory", memory)]),
+                "{extra}"
+            );
+        }
+    }
+
+    #[test]
+    fn replicas_are_clamped_and_multiplied_by_hosts_for_members_and_resources() {
+        let workers = r#"
+    - groupName: unset-replicas
+      minReplicas: 2
+      maxReplicas: 4
+      template: {spec: {containers: [{name: w, resources: {requests: {cpu: "1"}}}]}}
+    - groupName: too-many
+      replicas: 10
+      minReplicas: 1
+      maxReplicas: 3
+      numOfHosts: 2
+      template: {spec: {containers: [{name: w, resources: {requests: {cpu: "1"}}}]}}
+    - groupName: too-few
+      replicas: 0
+      minReplicas: 1
+      maxReplicas: 3
+      template: {spec: {containers: [{name: w, resources: {requests: {cpu: "1"}}}]}}
+"#;
+        let gang = ray_job_gang(&job(&job_yaml("  submissionMode: HTTPMode", workers))).unwrap();
+        // 1 head + 2 + 3×2 + 1
+        assert_eq!(gang.min_member, 10);
+        assert_eq!(gang.min_resources["cpu"].to_string(), "10");
+    }
+
+    #[test]
+    fn autoscaling_uses_min_replicas_and_suspended_groups_drop_out() {
+        let workers = r#"
+    - groupName: gpu
+      replicas: 4
+      minReplicas: 1
+      maxReplicas: 8
+      numOfHosts: 2
+      template:
+        spec:
+          containers:
+          - name: w
+            resources:
+              limits: {cpu: "8", memory: 32Gi, nvidia.com/gpu: "4"}
+    - groupName: parked
+      suspend: true
+      replicas: 3
+      minReplicas: 3
+      maxReplicas: 3
+      template: {spec: {containers: [{name: w, resources: {requests: {cpu: "1"}}}]}}
+"#;
+        let mut rayjob = job(&job_yaml("  submissionMode: HTTPMode", workers));
+        let without = ray_job_gang(&rayjob).unwrap();
+        assert_eq!(without.min_member, 9);
+        assert_eq!(without.min_resources["nvidia.com/gpu"].to_string(), "32");
+        rayjob
+            .spec
+            .ray_cluster_spec
+            .as_mut()
+            .unwrap()
+            .enable_in_tree_autoscaling = Some(true);
+        let with = ray_job_gang(&rayjob).unwrap();
+        assert_eq!(with.min_member, 3);
+        assert_eq!(with.min_resources["nvidia.com/gpu"].to_string(), "8");
+        assert_eq!(with.min_resources["cpu"].to_string(), "17");
+        assert_eq!(with.min_resources["memory"].to_string(), "66Gi");
+    }
+
+    #[test]
+    fn limits_fill_in_missing_requests_per_container() {
+        let spec: PodSpec = serde_saphyr::from_str(
+            r#"
+containers:
+- name: a
+  resources:
+    requests: {cpu: 250m}
+    limits: {cpu: "2", memory: 1Gi}
+- name: b
+  resources:
+    limits: {memory: 512Mi, example.com/fpga: 1}
+- name: c
+initContainers:
+- name: init
+  resources: {requests: {cpu: "100"}}
+"#,
+        )
+        .unwrap();
+        let total = pod_resources(Some(&spec), "spec").unwrap();
+        let printed: Vec<_> = total.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        assert_eq!(printed, ["cpu=250m", "example.com/fpga=1", "memory=1536Mi"]);
+    }
+
+    #[test]
+    fn bad_quantities_name_the_field() {
+        let workers = r#"
+    - groupName: w
+      replicas: 1
+      template: {spec: {containers: [{name: w, resources: {requests: {cpu: lots}}}]}}
+"#;
+        let err = ray_job_gang(&job(&job_yaml("", workers))).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "spec.rayClusterSpec.workerGroupSpecs[0].template.spec.containers[0].resources.requests.cpu: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+        );
+    }
+
+    #[test]
+    fn cluster_selector_jobs_have_no_gang() {
+        let rayjob = job(
+            "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: j, namespace: ns}\nspec:\n  clusterSelector: {ray.io/cluster: shared}\n",
+        );
+        assert_eq!(
+            ray_job_pod_group(&rayjob).unwrap_err(),
+            SizingError::ClusterSelector("ns/j".into())
+        );
+    }
+
+    #[test]
+    fn standalone_cluster_has_its_own_group_and_rayjob_clusters_do_not() {
+        let yaml = format!(
+            "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata:\n  name: c\n  namespace: ns\n  labels: {{volcano.sh/network-topology-mode: hard, volcano.sh/network-topology-highest-tier-allowed: \"2\"}}\nspec:\n{HEAD}\n    workerGroupSpecs: []\n"
+        )
+        .replace("\n    ", "\n  ");
+        let pg = ray_cluster_pod_group(&cluster(&yaml)).unwrap();
+        assert_eq!(pg.metadata.name.as_deref(), Some("ray-c-pg"));
+        assert_eq!(pg.spec.min_member, Some(1));
+        assert_eq!(resources(&pg), expect(&[("cpu", "1"), ("memory", "2Gi")]));
+        assert_eq!(pg.spec.queue, None);
+        assert_eq!(pg.metadata.annotations, Some(BTreeMap::new()));
+        let topology = pg.spec.network_topology.unwrap();
+        assert_eq!(
+            (topology.mode.as_deref(), topology.highest_tier_allowed),
+            (Some("hard"), Some(2))
+        );
+
+        let owned = yaml.replace(
+            "labels: {",
+            "labels: {ray.io/originated-from-crd: RayJob, ray.io/originated-from-cr-name: j, ",
+        );
+        assert!(matches!(
+            ray_cluster_pod_group(&cluster(&owned)),
+            Err(SizingError::OwnedByRayJob { .. })
+        ));
+        let bad_tier = yaml.replace("\"2\"", "two");
+        assert!(matches!(
+            ray_cluster_pod_group(&cluster(&bad_tier)),
+            Err(SizingError::TierLabel { .. })
+        ));
+    }
+}
