@@ -16,6 +16,7 @@
 pub mod crd;
 pub mod features;
 pub mod finding;
+pub mod input;
 pub mod keys;
 pub mod quantity;
 pub mod ray;

@@ -1,0 +1,225 @@
+//! Reading manifests: multi-document YAML or JSON, `kind: List` flattened.
+//!
+//! Pure: the caller reads the bytes; this module only parses them, never panics, and reports
+//! the file, line and column of a syntax error.
+
+use std::fmt;
+
+use serde_json::Value;
+
+/// Most documents and YAML nodes one input may hold: well above a 10,000-object manifest, well
+/// below what would exhaust memory. serde-saphyr's defaults (1,024 documents) are meant for
+/// configuration files.
+const MAX_DOCUMENTS: usize = 1_000_000;
+const MAX_NODES: usize = 100_000_000;
+const MAX_EVENTS: usize = 400_000_000;
+
+/// Input that is not valid YAML or JSON.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct InputError {
+    /// Name of the input (a file name, or `-` for standard input).
+    pub source_name: String,
+    /// 1-based line of the error, when known.
+    pub line: Option<u64>,
+    /// 1-based column of the error, when known.
+    pub column: Option<u64>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.source_name)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+            if let Some(column) = self.column {
+                write!(f, ":{column}")?;
+            }
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// One object found in an input, with where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Document {
+    /// 0-based position among the objects of the input, after `List`s are flattened.
+    pub index: usize,
+    /// The object as the user wrote it.
+    pub value: Value,
+}
+
+/// Parses `text` as JSON (when it starts with `{` or `[`) or as multi-document YAML, skipping
+/// empty documents and flattening `kind: List` (and `*List`) objects into their items.
+pub fn parse_documents(source_name: &str, text: &str) -> Result<Vec<Document>, InputError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let values = if text.trim_start().starts_with(['{', '[']) {
+        parse_json(source_name, text)?
+    } else {
+        parse_yaml(source_name, text)?
+    };
+    let mut objects = Vec::new();
+    for value in values {
+        flatten(value, &mut objects);
+    }
+    Ok(objects
+        .into_iter()
+        .enumerate()
+        .map(|(index, value)| Document { index, value })
+        .collect())
+}
+
+fn parse_json(source_name: &str, text: &str) -> Result<Vec<Value>, InputError> {
+    let mut values = Vec::new();
+    for value in serde_json::Deserializer::from_str(text).into_iter::<Value>() {
+        match value {
+            Ok(Value::Array(items)) => values.extend(items),
+            Ok(value) => values.push(value),
+            Err(e) => {
+                return Err(InputError {
+                    source_name: source_name.to_string(),
+                    line: Some(e.line() as u64),
+                    column: Some(e.column() as u64),
+                    message: strip_json_position(&e.to_string()),
+                });
+            }
+        }
+    }
+    Ok(values)
+}
+
+/// serde_json appends " at line L column C"; the position is reported separately.
+fn strip_json_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message.to_string(),
+    }
+}
+
+fn parse_yaml(source_name: &str, text: &str) -> Result<Vec<Value>, InputError> {
+    let options = serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_documents: MAX_DOCUMENTS,
+            max_nodes: MAX_NODES,
+            max_events: MAX_EVENTS,
+        },
+    };
+    serde_saphyr::from_multiple_with_options::<Option<Value>>(text, options)
+        .map(|docs| docs.into_iter().flatten().collect())
+        .map_err(|e| {
+            let location = e.location();
+            InputError {
+                source_name: source_name.to_string(),
+                line: location.map(|l| l.line()).filter(|l| *l > 0),
+                column: location.map(|l| l.column()).filter(|c| *c > 0),
+                message: first_line(&e.to_string()),
+            }
+        })
+}
+
+/// serde-saphyr renders a source snippet under the message; the CLI prints its own context.
+fn first_line(message: &str) -> String {
+    message
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("invalid YAML")
+        .to_string()
+}
+
+fn flatten(value: Value, out: &mut Vec<Value>) {
+    match value {
+        Value::Null => {}
+        Value::Object(ref map)
+            if map
+                .get("kind")
+                .and_then(Value::as_str)
+                .is_some_and(|k| k == "List" || k.ends_with("List"))
+                && map.get("items").is_some_and(Value::is_array) =>
+        {
+            if let Value::Object(mut map) = value
+                && let Some(Value::Array(items)) = map.remove("items")
+            {
+                for item in items {
+                    flatten(item, out);
+                }
+            }
+        }
+        other => out.push(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn values(text: &str) -> Vec<Value> {
+        parse_documents("test.yaml", text)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .into_iter()
+            .map(|d| d.value)
+            .collect()
+    }
+
+    #[test]
+    fn reads_multi_document_yaml_and_skips_empty_documents() {
+        let docs = values("---\nkind: A\n---\n# only a comment\n---\nkind: B\nx: 1\n...\n");
+        assert_eq!(
+            docs,
+            vec![json!({"kind": "A"}), json!({"kind": "B", "x": 1})]
+        );
+    }
+
+    #[test]
+    fn reads_json_streams_and_arrays() {
+        assert_eq!(
+            values(" {\"kind\":\"A\"}\n{\"kind\":\"B\"}"),
+            vec![json!({"kind": "A"}), json!({"kind": "B"})]
+        );
+        assert_eq!(values("[{\"a\":1},{\"b\":2}]").len(), 2);
+    }
+
+    #[test]
+    fn flattens_lists_recursively() {
+        let docs = values(
+            "apiVersion: v1\nkind: List\nitems:\n- kind: A\n- kind: RayJobList\n  items:\n  - kind: B\n  - kind: C\n",
+        );
+        assert_eq!(
+            docs,
+            vec![
+                json!({"kind": "A"}),
+                json!({"kind": "B"}),
+                json!({"kind": "C"})
+            ]
+        );
+    }
+
+    #[test]
+    fn reports_yaml_errors_with_line_and_column() {
+        let err = parse_documents("bad.yaml", "kind: A\nspec:\n  x: [1, 2\n  y: 3\n").unwrap_err();
+        assert_eq!(err.source_name, "bad.yaml");
+        assert!(err.line.is_some_and(|l| l >= 3), "{err:?}");
+        assert!(err.column.is_some(), "{err:?}");
+        assert!(err.to_string().starts_with("bad.yaml:"), "{err}");
+    }
+
+    #[test]
+    fn reports_json_errors_with_line_and_column() {
+        let err = parse_documents("bad.json", "{\n  \"kind\": \"A\",\n  oops\n}").unwrap_err();
+        assert_eq!((err.line, err.column), (Some(3), Some(3)));
+        assert!(!err.message.contains(" at line "), "{err}");
+    }
+
+    #[test]
+    fn indexes_objects_in_order() {
+        let docs = parse_documents("x", "a: 1\n---\nb: 2\n").unwrap();
+        assert_eq!(docs.iter().map(|d| d.index).collect::<Vec<_>>(), [0, 1]);
+    }
+
+    #[test]
+    fn many_documents_are_accepted() {
+        let text = "kind: A\n---\n".repeat(5_000);
+        assert_eq!(values(&text).len(), 5_000);
+    }
+}
