@@ -38,7 +38,9 @@ pub struct ResourceQuantity {
 
 /// A quantity string that is not a valid Kubernetes quantity.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")]
+#[error(
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+)]
 pub struct ParseQuantityError;
 
 impl ResourceQuantity {
@@ -188,9 +190,7 @@ fn parse_suffix(suffix: &str) -> Result<(Notation, Scale), ParseQuantityError> {
         "P" => decimal(15),
         "E" => decimal(18),
         _ => {
-            let exponent = suffix
-                .strip_prefix(['e', 'E'])
-                .ok_or(ParseQuantityError)?;
+            let exponent = suffix.strip_prefix(['e', 'E']).ok_or(ParseQuantityError)?;
             let digits = exponent.trim_start_matches(['+', '-']);
             if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
                 return Err(ParseQuantityError);
@@ -203,7 +203,11 @@ fn parse_suffix(suffix: &str) -> Result<(Notation, Scale), ParseQuantityError> {
 
 /// `int.frac × scale` in nano-units, rounded up (away from zero) past nine decimals and
 /// saturated at Kubernetes' maximum, as Kubernetes does.
-fn scale_to_nanos(int_part: &str, frac_part: &str, scale: Scale) -> Result<i128, ParseQuantityError> {
+fn scale_to_nanos(
+    int_part: &str,
+    frac_part: &str,
+    scale: Scale,
+) -> Result<i128, ParseQuantityError> {
     // Work on a digit string with an implied decimal exponent: value = digits × 10^exp10.
     let digits = format!("{int_part}{frac_part}");
     let digits = digits.trim_start_matches('0');
@@ -330,7 +334,9 @@ mod tests {
 
     #[test]
     fn rejects_garbage() {
-        for input in ["", "abc", "1x", "1.2.3", "Gi", "1e", "1e+", "--1", "1Gi2", "."] {
+        for input in [
+            "", "abc", "1x", "1.2.3", "Gi", "1e", "1e+", "--1", "1Gi2", ".",
+        ] {
             assert!(input.parse::<ResourceQuantity>().is_err(), "{input}");
         }
     }
@@ -339,7 +345,10 @@ mod tests {
     fn rounds_sub_nano_values_up_and_saturates_huge_ones() {
         assert_eq!(q("0.0000000001").nanos(), 1);
         assert_eq!(q("1e100").nanos(), MAX_NANOS);
-        assert_eq!(q("99999999999999999999999999999999999999999999").nanos(), MAX_NANOS);
+        assert_eq!(
+            q("99999999999999999999999999999999999999999999").nanos(),
+            MAX_NANOS
+        );
     }
 
     #[test]

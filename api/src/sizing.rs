@@ -119,12 +119,11 @@ pub fn pod_resources(spec: Option<&PodSpec>, field: &str) -> Result<Resources, S
                     None => continue,
                 },
             };
-            let value = ResourceQuantity::try_from(quantity).map_err(|source| {
-                SizingError::Quantity {
+            let value =
+                ResourceQuantity::try_from(quantity).map_err(|source| SizingError::Quantity {
                     field: format!("{field}.containers[{i}].resources.{kind}.{name}"),
                     source,
-                }
-            })?;
+                })?;
             *total.entry(name.clone()).or_insert(ResourceQuantity::ZERO) += value;
         }
     }
@@ -248,12 +247,11 @@ fn pod_group(owner: &ObjectMeta, kind: &str, gang: GangSize) -> Result<PodGroup,
         })
         .transpose()?;
     let mode = label(keys::NETWORK_TOPOLOGY_MODE_LABEL);
-    let network_topology = (mode.is_some() || highest_tier_allowed.is_some()).then(|| {
-        NetworkTopologySpec {
+    let network_topology =
+        (mode.is_some() || highest_tier_allowed.is_some()).then(|| NetworkTopologySpec {
             mode,
             highest_tier_allowed,
-        }
-    });
+        });
     let mut pg = PodGroup::new(
         &name,
         PodGroupSpec {
@@ -381,7 +379,11 @@ spec:
             ("RayJob", "demo", Some(true))
         );
         assert_eq!(
-            pg.metadata.annotations.unwrap().get("team").map(String::as_str),
+            pg.metadata
+                .annotations
+                .unwrap()
+                .get("team")
+                .map(String::as_str),
             Some("nlp")
         );
         assert_eq!(pg.status.unwrap().phase.as_deref(), Some("Pending"));

@@ -87,7 +87,11 @@ pub struct PodGroupCondition {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
     /// Scheduling cycle that set the condition.
-    #[serde(default, rename = "transitionID", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "transitionID",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub transition_id: Option<String>,
     /// When the condition last changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
