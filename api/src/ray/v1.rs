@@ -642,11 +642,7 @@ pub struct HeadInfo {
     #[serde(default, rename = "podIP", skip_serializing_if = "Option::is_none")]
     pub pod_ip: Option<String>,
     /// Head Service IP.
-    #[serde(
-        default,
-        rename = "serviceIP",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, rename = "serviceIP", skip_serializing_if = "Option::is_none")]
     pub service_ip: Option<String>,
     /// Head Pod name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
