@@ -1,1 +1,0 @@
-//! Test harness for raygate integration and end-to-end tests.
