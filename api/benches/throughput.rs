@@ -1,0 +1,154 @@
+//! Validation + sizing throughput on a 10,000-object manifest, single-threaded.
+//!
+//! Run with `cargo bench -p raygate-api --bench throughput`. Prints, per phase, the median
+//! objects per second over several runs with the fastest and slowest run, so the phases can be
+//! compared side by side on the same machine in the same run.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use raygate_api::check::{Typed, check_object};
+use raygate_api::input::parse_documents;
+use raygate_api::sizing;
+use raygate_api::validation::ValidationContext;
+
+const OBJECTS: usize = 10_000;
+const RUNS: usize = 7;
+
+fn manifest() -> String {
+    let mut text = String::new();
+    for i in 0..OBJECTS {
+        let workers = 1 + i % 3;
+        let kind = if i % 4 == 3 { "RayCluster" } else { "RayJob" };
+        text.push_str("---\n");
+        if kind == "RayJob" {
+            text.push_str(&format!(
+                "apiVersion: ray.io/v1\nkind: RayJob\nmetadata:\n  name: job-{i}\n  namespace: team-{}\n  labels: {{volcano.sh/queue-name: q{}}}\nspec:\n  entrypoint: python train.py --epochs {i}\n  shutdownAfterJobFinishes: true\n  ttlSecondsAfterFinished: 60\n  backoffLimit: {}\n  runtimeEnvYAML: |\n    pip: [torch]\n  rayClusterSpec:\n",
+                i % 50,
+                i % 5,
+                i % 3
+            ));
+            push_cluster(&mut text, "    ", workers);
+        } else {
+            text.push_str(&format!(
+                "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata:\n  name: cluster-{i}\n  namespace: team-{}\nspec:\n",
+                i % 50
+            ));
+            push_cluster(&mut text, "  ", workers);
+        }
+    }
+    text
+}
+
+fn push_cluster(text: &mut String, indent: &str, workers: usize) {
+    let lines = [
+        "rayVersion: '2.60.0'".to_string(),
+        "headGroupSpec:".to_string(),
+        "  rayStartParams: {dashboard-host: 0.0.0.0}".to_string(),
+        "  template:".to_string(),
+        "    spec:".to_string(),
+        "      containers:".to_string(),
+        "      - name: ray-head".to_string(),
+        "        image: rayproject/ray:2.60.0".to_string(),
+        "        ports: [{containerPort: 8265, name: dashboard}]".to_string(),
+        "        resources: {requests: {cpu: '2', memory: 8Gi}, limits: {cpu: '2', memory: 8Gi}}".to_string(),
+        "workerGroupSpecs:".to_string(),
+    ];
+    for line in lines {
+        text.push_str(indent);
+        text.push_str(&line);
+        text.push('\n');
+    }
+    for w in 0..workers {
+        for line in [
+            format!("- groupName: group-{w}"),
+            format!("  replicas: {}", 1 + w),
+            "  minReplicas: 1".to_string(),
+            "  maxReplicas: 8".to_string(),
+            "  template:".to_string(),
+            "    spec:".to_string(),
+            "      containers:".to_string(),
+            "      - name: ray-worker".to_string(),
+            "        image: rayproject/ray:2.60.0-gpu".to_string(),
+            "        resources: {limits: {cpu: '8', memory: 32Gi, nvidia.com/gpu: '1'}}".to_string(),
+        ] {
+            text.push_str(indent);
+            text.push_str(&line);
+            text.push('\n');
+        }
+    }
+}
+
+fn measure(name: &str, mut run: impl FnMut() -> usize) {
+    let mut rates: Vec<f64> = Vec::with_capacity(RUNS);
+    let mut elapsed = Duration::ZERO;
+    for _ in 0..RUNS {
+        let start = Instant::now();
+        let objects = black_box(run());
+        let took = start.elapsed();
+        elapsed += took;
+        assert_eq!(objects, OBJECTS, "{name}: every object must be processed");
+        rates.push(objects as f64 / took.as_secs_f64());
+    }
+    rates.sort_by(f64::total_cmp);
+    println!(
+        "{name:<32} median {:>9.0} objects/s   (min {:>9.0}, max {:>9.0}; {RUNS} runs, {:.2} s)",
+        rates[RUNS / 2],
+        rates[0],
+        rates[RUNS - 1],
+        elapsed.as_secs_f64()
+    );
+}
+
+fn main() {
+    let text = manifest();
+    let ctx = ValidationContext::default();
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    println!(
+        "{OBJECTS} objects ({} MiB of YAML), one thread, {cpu}, {} logical CPUs",
+        text.len() / (1024 * 1024),
+        std::thread::available_parallelism().map_or(0, usize::from)
+    );
+    let docs = parse_documents("bench.yaml", &text).expect("benchmark manifest parses");
+    assert_eq!(docs.len(), OBJECTS);
+
+    measure("parse YAML", || {
+        parse_documents("bench.yaml", &text).map_or(0, |d| d.len())
+    });
+    measure("check (defaults+schema+rules)", || {
+        docs.iter()
+            .filter(|d| check_object(&d.value, &ctx).is_some_and(|c| c.report.valid))
+            .count()
+    });
+    measure("check + PodGroup sizing", || {
+        docs.iter()
+            .filter_map(|d| check_object(&d.value, &ctx))
+            .filter(|c| match &c.typed {
+                Some(Typed::RayJob(job)) => sizing::ray_job_pod_group(job).is_ok(),
+                Some(Typed::RayCluster(cluster)) => sizing::ray_cluster_pod_group(cluster).is_ok(),
+                None => false,
+            })
+            .count()
+    });
+    measure("parse + check + sizing", || {
+        let Ok(docs) = parse_documents("bench.yaml", &text) else {
+            return 0;
+        };
+        docs.iter()
+            .filter_map(|d| check_object(&d.value, &ctx))
+            .filter(|c| match &c.typed {
+                Some(Typed::RayJob(job)) => sizing::ray_job_pod_group(job).is_ok(),
+                Some(Typed::RayCluster(cluster)) => sizing::ray_cluster_pod_group(cluster).is_ok(),
+                None => false,
+            })
+            .count()
+    });
+}
