@@ -21,4 +21,5 @@ pub mod keys;
 pub mod quantity;
 pub mod ray;
 pub mod sizing;
+pub mod validation;
 pub mod volcano;

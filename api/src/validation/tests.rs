@@ -1,0 +1,1 @@
+//! Table-driven tests of every rule.
