@@ -12,6 +12,7 @@ use super::k8s::{
     is_valid_label_value,
 };
 use super::out::Out;
+use super::raygate_rules as rr;
 use super::version::GenericVersion;
 use super::{ReconcilerKind, ValidationContext};
 use crate::features::Feature;
@@ -303,7 +304,7 @@ pub(crate) fn validate_spec(
         // raygate: unique, label-safe group names (§10 row 5).
         if let Some(first) = seen_names.get(g) {
             out.raygate(
-                "worker-group-duplicate-name",
+                rr::WORKER_GROUP_DUPLICATE_NAME,
                 &format!("{base}.groupName"),
                 format!("worker group names must be unique: {g:?} is already the name of workerGroupSpecs[{first}]; KubeRay would create and delete this group's Pods in a loop"),
             );
@@ -313,7 +314,7 @@ pub(crate) fn validate_spec(
         let label_errs = is_valid_label_value(g);
         if !label_errs.is_empty() {
             out.raygate(
-                "worker-group-name-invalid",
+                rr::WORKER_GROUP_NAME_INVALID,
                 &format!("{base}.groupName"),
                 format!("worker group name {g:?} is used as the value of the ray.io/group Pod label and must be a valid label value: {}", label_errs.join("; ")),
             );
@@ -360,7 +361,7 @@ pub(crate) fn validate_spec(
                 // raygate: replicas outside [min, max] is clamped, not rejected.
                 let clamped = replicas.clamp(min, max);
                 out.raygate_warning(
-                    "worker-group-replicas-out-of-range",
+                    rr::WORKER_GROUP_REPLICAS_OUT_OF_RANGE,
                     &format!("{base}.replicas"),
                     format!("worker group {g}: replicas {replicas} is outside [minReplicas {min}, maxReplicas {max}] and will be clamped to {clamped}"),
                 );
@@ -369,7 +370,7 @@ pub(crate) fn validate_spec(
         // raygate: numOfHosts (§10 rows 10–12: it multiplies every Pod count and quantity).
         if let Some(hosts) = group.num_of_hosts.filter(|h| *h < 1) {
             out.raygate(
-                "worker-group-num-of-hosts",
+                rr::WORKER_GROUP_NUM_OF_HOSTS,
                 &format!("{base}.numOfHosts"),
                 format!("worker group {g}: numOfHosts must be at least 1, got {hosts}"),
             );
@@ -811,7 +812,7 @@ fn ray_container_resources(who: &str, base: &str, template: &PodTemplateSpec, ou
     let missing: Vec<&str> = ["cpu", "memory"].into_iter().filter(|n| !has(n)).collect();
     if !missing.is_empty() {
         out.raygate_warning(
-            "ray-container-no-resources",
+            rr::RAY_CONTAINER_NO_RESOURCES,
             &format!("{base}.template.spec.containers[0].resources"),
             format!(
                 "the Ray container of {who} sets no {} request or limit; gang sizing (PodGroup minResources) will count 0 for it",
@@ -1195,7 +1196,7 @@ fn unsupported(
     };
     if autoscaling_enabled(spec) {
         report(
-            "unsupported-in-tree-autoscaling",
+            rr::UNSUPPORTED_IN_TREE_AUTOSCALING,
             "enableInTreeAutoscaling",
             "enableInTreeAutoscaling",
             out,
@@ -1203,7 +1204,7 @@ fn unsupported(
     }
     if spec.gcs_fault_tolerance_options.is_some() {
         report(
-            "unsupported-gcs-fault-tolerance",
+            rr::UNSUPPORTED_GCS_FAULT_TOLERANCE,
             "gcsFaultToleranceOptions",
             "gcsFaultToleranceOptions (GCS fault tolerance)",
             out,
@@ -1211,18 +1212,18 @@ fn unsupported(
     }
     if ft_annotation_true(annotations) {
         report(
-            "unsupported-gcs-fault-tolerance",
+            rr::UNSUPPORTED_GCS_FAULT_TOLERANCE,
             &format!("metadata.annotations[{}]", keys::FT_ENABLED_ANNOTATION),
             "the ray.io/ft-enabled annotation (GCS fault tolerance)",
             out,
         );
     }
     if spec.tls_options.is_some() {
-        report("unsupported-tls", "tlsOptions", "tlsOptions (mTLS)", out);
+        report(rr::UNSUPPORTED_TLS, "tlsOptions", "tlsOptions (mTLS)", out);
     }
     if spec.history_server_options.is_some() {
         report(
-            "unsupported-history-server",
+            rr::UNSUPPORTED_HISTORY_SERVER,
             "historyServerOptions",
             "historyServerOptions",
             out,
@@ -1230,7 +1231,7 @@ fn unsupported(
     }
     if spec.network_policy.is_some() {
         report(
-            "unsupported-network-policy",
+            rr::UNSUPPORTED_NETWORK_POLICY,
             "networkPolicy",
             "networkPolicy",
             out,
@@ -1238,7 +1239,7 @@ fn unsupported(
     }
     if spec.head_group_spec.enable_ingress == Some(true) {
         report(
-            "unsupported-ingress",
+            rr::UNSUPPORTED_INGRESS,
             "headGroupSpec.enableIngress",
             "enableIngress",
             out,
@@ -1246,7 +1247,7 @@ fn unsupported(
     }
     if token_auth_enabled(spec) {
         report(
-            "unsupported-token-auth",
+            rr::UNSUPPORTED_TOKEN_AUTH,
             "authOptions.mode",
             "authOptions.mode 'token'",
             out,

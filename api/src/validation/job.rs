@@ -6,6 +6,7 @@ use super::ValidationContext;
 use super::cluster::{self, autoscaling_enabled, effective_name, k8s_token_auth_enabled};
 use super::k8s::go_string_list;
 use super::out::Out;
+use super::raygate_rules as rr;
 use super::version::{MetadataVersionError, check_metadata_version};
 use crate::features::Feature;
 use crate::finding::Finding;
@@ -145,14 +146,14 @@ fn validate_spec(job: &RayJob, ctx: &ValidationContext, findings: &mut Vec<Findi
         // raygate: what clusterSelector mode silently ignores.
         if spec.ray_cluster_spec.is_some() {
             out.raygate_warning(
-                "rayjob-cluster-spec-ignored",
+                rr::RAYJOB_CLUSTER_SPEC_IGNORED,
                 "rayClusterSpec",
                 "rayClusterSpec is ignored because clusterSelector is set: the job runs on the existing RayCluster",
             );
         }
         if shutdown {
             out.raygate_warning(
-                "rayjob-cluster-selector-shutdown",
+                rr::RAYJOB_CLUSTER_SELECTOR_SHUTDOWN,
                 "shutdownAfterJobFinishes",
                 "shutdownAfterJobFinishes has no effect with clusterSelector: the existing RayCluster is never deleted",
             );
@@ -169,7 +170,7 @@ fn validate_spec(job: &RayJob, ctx: &ValidationContext, findings: &mut Vec<Findi
     // raygate: submissionMode has no enum in the CRD (§10 row 19).
     if !SUBMISSION_MODES.contains(&mode) {
         out.raygate(
-            "rayjob-unknown-submission-mode",
+            rr::RAYJOB_UNKNOWN_SUBMISSION_MODE,
             "submissionMode",
             format!(
                 "unknown submissionMode {mode:?}: must be one of {}",
@@ -540,7 +541,7 @@ fn submitter_template(spec: &RayJobSpec, mode: &str, out: &mut Out<'_>) {
     };
     if mode == "HTTPMode" || mode == "InteractiveMode" {
         out.raygate_warning(
-            "rayjob-submitter-template-ignored",
+            rr::RAYJOB_SUBMITTER_TEMPLATE_IGNORED,
             "submitterPodTemplate",
             format!("submitterPodTemplate is ignored in {mode}: no submitter Job is created"),
         );
@@ -554,7 +555,7 @@ fn submitter_template(spec: &RayJobSpec, mode: &str, out: &mut Out<'_>) {
     let containers = pod.map_or(&[][..], |p| p.containers.as_slice());
     if containers.is_empty() {
         out.raygate(
-            "rayjob-submitter-no-containers",
+            rr::RAYJOB_SUBMITTER_NO_CONTAINERS,
             "submitterPodTemplate.spec.containers",
             "submitterPodTemplate must have at least one container: KubeRay runs `ray job submit` in containers[0], and the Job API rejects a Pod without containers",
         );
@@ -562,12 +563,12 @@ fn submitter_template(spec: &RayJobSpec, mode: &str, out: &mut Out<'_>) {
     match pod.and_then(|p| p.restart_policy.as_deref()).unwrap_or("") {
         "Never" | "OnFailure" => {}
         "" => out.raygate(
-            "rayjob-submitter-restart-policy-missing",
+            rr::RAYJOB_SUBMITTER_RESTART_POLICY_MISSING,
             "submitterPodTemplate.spec.restartPolicy",
             "submitterPodTemplate.spec.restartPolicy must be set: KubeRay uses the template as is and the Job API rejects the default (Always); set `restartPolicy: Never`",
         ),
         other => out.raygate(
-            "rayjob-submitter-restart-policy-invalid",
+            rr::RAYJOB_SUBMITTER_RESTART_POLICY_INVALID,
             "submitterPodTemplate.spec.restartPolicy",
             format!("submitterPodTemplate.spec.restartPolicy {other:?} is not allowed for a Job: use Never or OnFailure"),
         ),
@@ -575,14 +576,14 @@ fn submitter_template(spec: &RayJobSpec, mode: &str, out: &mut Out<'_>) {
     for (i, container) in containers.iter().enumerate() {
         if container.name.is_empty() {
             out.raygate(
-                "rayjob-submitter-container-name-missing",
+                rr::RAYJOB_SUBMITTER_CONTAINER_NAME_MISSING,
                 &format!("submitterPodTemplate.spec.containers[{i}].name"),
                 "every submitterPodTemplate container needs a name: the Job API rejects the submitter Job otherwise",
             );
         }
         if container.image.as_deref().unwrap_or("").is_empty() {
             out.raygate(
-                "rayjob-submitter-container-image-missing",
+                rr::RAYJOB_SUBMITTER_CONTAINER_IMAGE_MISSING,
                 &format!("submitterPodTemplate.spec.containers[{i}].image"),
                 "every submitterPodTemplate container needs an image: KubeRay does not fill it in and the Job API rejects the submitter Job otherwise",
             );
@@ -606,7 +607,7 @@ fn kueue_pod_sets(job: &RayJob, mode: &str, out: &mut Out<'_>) {
     let total = 1 + workers + submitter;
     if total > KUEUE_MAX_POD_SETS {
         out.raygate_warning(
-            "rayjob-kueue-pod-set-limit",
+            rr::RAYJOB_KUEUE_POD_SET_LIMIT,
             "rayClusterSpec.workerGroupSpecs",
             format!("this RayJob needs {total} PodSets (head + {workers} worker groups + submitter), more than the {KUEUE_MAX_POD_SETS} a Kueue Workload allows; Kueue will not admit it"),
         );
@@ -618,7 +619,7 @@ fn kueue_pod_sets(job: &RayJob, mode: &str, out: &mut Out<'_>) {
 fn submit_payload(spec: &RayJobSpec, mode: &str, out: &mut Out<'_>) {
     if mode != "InteractiveMode" && spec.entrypoint.as_deref().unwrap_or("").trim().is_empty() {
         out.raygate_warning(
-            "rayjob-entrypoint-empty",
+            rr::RAYJOB_ENTRYPOINT_EMPTY,
             "entrypoint",
             format!("entrypoint is empty: in {mode} KubeRay submits an empty command and the Ray job fails"),
         );
@@ -630,7 +631,7 @@ fn submit_payload(spec: &RayJobSpec, mode: &str, out: &mut Out<'_>) {
         && let Err(why) = resources_object(text)
     {
         out.raygate(
-                "rayjob-entrypoint-resources-invalid",
+                rr::RAYJOB_ENTRYPOINT_RESOURCES_INVALID,
                 "entrypointResources",
                 format!("entrypointResources must be a JSON object mapping resource names to numbers, e.g. {{\"custom\": 1}}: {why}"),
             );
@@ -658,7 +659,7 @@ fn submit_payload(spec: &RayJobSpec, mode: &str, out: &mut Out<'_>) {
             }
         };
         if let Some(message) = message {
-            out.raygate("rayjob-metadata-ray-version", "metadata", message);
+            out.raygate(rr::RAYJOB_METADATA_RAY_VERSION, "metadata", message);
         }
     }
 }

@@ -25,6 +25,7 @@ mod cluster;
 mod job;
 pub mod k8s;
 mod out;
+pub mod raygate_rules;
 pub mod version;
 
 #[cfg(test)]

@@ -835,6 +835,57 @@ fn raycluster_rules() {
             "unsupported-token-auth",
             "spec: {authOptions: {mode: disabled}}",
         )),
+        pass(
+            "auth-token-ray-version-missing",
+            "spec: {rayVersion: null, authOptions: {mode: disabled}}",
+        ),
+        pass(
+            "gcs-ft-redis-address-env",
+            "spec: {gcsFaultToleranceOptions: {redisAddress: 'r:1'}}",
+        ),
+        pass(
+            "gcs-ft-redis-password-env",
+            "spec: {headGroupSpec: {template: {spec: {containers: [{env: [{name: REDIS_PASSWORD, value: x}]}]}}}}",
+        ),
+        pass(
+            "gcs-ft-rocksdb-storage-env",
+            "spec: {gcsFaultToleranceOptions: {}, headGroupSpec: {template: {spec: {containers: [{env: [{name: RAY_gcs_storage_path, value: x}]}]}}}}",
+        ),
+        pass(
+            "gcs-ft-rocksdb-storage-volume",
+            "spec: {gcsFaultToleranceOptions: {backend: rocksdb}, headGroupSpec: {template: {spec: {volumes: [{name: data, emptyDir: {}}]}}}}",
+        ),
+        pass(
+            "history-server-collector-image-missing",
+            "spec: {historyServerOptions: {collectorOptions: {image: c}}}",
+        ),
+        pass(
+            "history-server-collector-options-missing",
+            "spec: {historyServerOptions: {collectorOptions: {image: c}}}",
+        ),
+        pass(
+            "history-server-storage-backend-missing",
+            "spec: {historyServerOptions: {collectorOptions: {image: c, env: [{name: STORAGE_BACKEND, value: minio}]}}}",
+        ),
+        raygate(pass("unsupported-history-server", "")),
+        raygate(pass("unsupported-network-policy", "")),
+        pass("unsupported-network-policy", "spec: {networkPolicy: {}}"),
+        pass(
+            "worker-group-idle-timeout-negative",
+            "spec: {autoscalerOptions: {version: v2}, workerGroupSpecs: [{idleTimeoutSeconds: 0}]}",
+        ),
+        pass(
+            "worker-group-negative-max-replicas",
+            "spec: {workerGroupSpecs: [{maxReplicas: 0}]}",
+        ),
+        pass(
+            "worker-group-priority-ray-version-invalid",
+            "spec: {rayVersion: 'v2.56', workerGroupSpecs: [{priority: 1}]}",
+        ),
+        pass(
+            "worker-group-priority-ray-version-missing",
+            "spec: {rayVersion: null, workerGroupSpecs: [{priority: 0}]}",
+        ),
     ];
     check("RayCluster", &cases, |case| {
         validate_ray_cluster(&cluster(case.patch), &ctx(case.gates, case.reconciler))
@@ -1242,6 +1293,51 @@ fn rayjob_rules() {
             "rayjob-status-waiting-not-interactive",
             "status: {jobDeploymentStatus: Running}",
         ),
+        pass(
+            "rayjob-cluster-selector-sidecar-mode",
+            "spec: {submissionMode: SidecarMode}",
+        ),
+        pass("rayjob-cluster-spec-ignored", "spec: {clusterSelector: {}}"),
+        pass(
+            "rayjob-deletion-legacy-incomplete",
+            "spec: {deletionStrategy: {onSuccess: {policy: DeleteCluster}, onFailure: {policy: DeleteCluster}}}",
+        ),
+        pass(
+            "rayjob-deletion-legacy-policy-unset",
+            "spec: {deletionStrategy: {onSuccess: {policy: DeleteSelf}, onFailure: {policy: DeleteCluster}}}",
+        ),
+        pass(
+            "rayjob-deletion-rule-both-conditions",
+            "spec: {deletionStrategy: {deletionRules: [{policy: DeleteCluster, condition: {jobDeploymentStatus: Failed}}]}}",
+        ),
+        pass(
+            "rayjob-deletion-rule-no-condition",
+            "spec: {deletionStrategy: {deletionRules: [{policy: DeleteCluster, condition: {jobStatus: SUCCEEDED}}]}}",
+        ),
+        pass(
+            "rayjob-deletion-rule-delete-workers-autoscaling",
+            "spec: {deletionStrategy: {deletionRules: [{policy: DeleteWorkers, condition: {jobStatus: FAILED}}]}}",
+        ),
+        pass(
+            "rayjob-deletion-rules-with-shutdown",
+            "spec: {shutdownAfterJobFinishes: true, deletionStrategy: {onSuccess: {policy: DeleteCluster}, onFailure: {policy: DeleteCluster}}}",
+        ),
+        pass(
+            "rayjob-sidecar-submitter-pod-template",
+            "spec: {submissionMode: SidecarMode}",
+        ),
+        pass(
+            "rayjob-submitter-container-name-missing",
+            "spec: {submitterPodTemplate: {spec: {restartPolicy: Never, containers: [{name: s, image: i}]}}}",
+        ),
+        pass(
+            "rayjob-submitter-container-image-missing",
+            "spec: {submitterPodTemplate: {spec: {restartPolicy: Never, containers: [{name: s, image: i}]}}}",
+        ),
+        pass(
+            "rayjob-submitter-template-ignored",
+            "spec: {submitterPodTemplate: {spec: {restartPolicy: Never, containers: [{name: s, image: i}]}}}",
+        ),
     ];
     check("RayJob", &cases, |case| {
         validate_ray_job(&job(case.patch), &ctx(case.gates, case.reconciler))
@@ -1500,4 +1596,62 @@ fn absent_fields_do_not_panic() {
         "spec: {autoscalerOptions: {}, authOptions: {}, upgradeStrategy: {}, gcsFaultToleranceOptions: {storage: {}}, historyServerOptions: {collectorOptions: {env: [{}]}}, networkPolicy: {workerGroups: [{}]}}",
     );
     let _ = validate_ray_cluster(&odd, &ctx("", R));
+}
+
+/// Every rule name in the sources: KubeRay rules are kebab-case literals in `cluster.rs` and
+/// `job.rs` (minus a few non-rule literals), raygate rules are `raygate_rules::ALL`.
+fn all_rule_names() -> Vec<String> {
+    const NOT_RULES: [&str; 7] = [
+        "gcs-storage",
+        "num-cpus",
+        "num-gpus",
+        "ray-history-collector",
+        "ray-tls",
+        "redis-password",
+        "redis-username",
+    ];
+    let mut names: Vec<String> = Vec::new();
+    for source in [include_str!("cluster.rs"), include_str!("job.rs")] {
+        for literal in source.split('"').skip(1).step_by(2) {
+            let kebab = literal.contains('-')
+                && literal.split('-').all(|p| {
+                    !p.is_empty()
+                        && p.bytes()
+                            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+                });
+            if kebab && !NOT_RULES.contains(&literal) && !names.iter().any(|n| n == literal) {
+                names.push(literal.to_string());
+            }
+        }
+    }
+    names.extend(super::raygate_rules::ALL.iter().map(|s| s.to_string()));
+    names
+}
+
+#[test]
+fn every_rule_is_tested_and_catalogued() {
+    let names = all_rule_names();
+    assert_eq!(
+        names.len(),
+        125,
+        "100 KubeRay rules + 25 raygate rules: {names:?}"
+    );
+    let tests = include_str!("tests.rs");
+    let catalogue = include_str!("../../../docs/validation-rules.md");
+    let untested: Vec<&String> = names
+        .iter()
+        .filter(|n| tests.matches(&format!("\"{n}\"")).count() < 2)
+        .collect();
+    assert!(
+        untested.is_empty(),
+        "need a failing and a passing case: {untested:?}"
+    );
+    let uncatalogued: Vec<&String> = names
+        .iter()
+        .filter(|n| !catalogue.contains(&format!("| `{n}` |")))
+        .collect();
+    assert!(
+        uncatalogued.is_empty(),
+        "missing from docs/validation-rules.md: {uncatalogued:?}"
+    );
 }
