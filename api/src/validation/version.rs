@@ -23,7 +23,7 @@ impl GenericVersion {
     /// Parses `text` like `version.ParseGeneric`, with the same error texts.
     pub fn parse(text: &str) -> Result<Self, String> {
         let quoted = super::k8s::go_quote(text);
-        let rest = text.trim_start_matches([' ', '\t', '\n', '\r', '\x0c', '\x0b']);
+        let rest = text.trim_start_matches([' ', '\t', '\n', '\r', '\x0c']);
         let rest = rest.strip_prefix('v').unwrap_or(rest);
         // Longest prefix of the form [0-9]+(\.[0-9]+)*.
         let bytes = rest.as_bytes();
