@@ -6,7 +6,7 @@
 //! `ValidateRayClusterStatus` (`kuberay-compat.md` §5.3–5.9), in KubeRay's evaluation order and
 //! with KubeRay's messages, but — unlike KubeRay, which stops at the first failure — they report
 //! **every** rule that fails. Rules of the embedded `spec.rayClusterSpec` of a RayJob carry
-//! KubeRay's wrapper "The RayJob spec is invalid: <err>" and field paths under
+//! KubeRay's wrapper `The RayJob spec is invalid: <err>` and field paths under
 //! `spec.rayClusterSpec.`.
 //!
 //! raygate adds its own rules (compat [`Compat::Raygate`]) where KubeRay lets a broken object
