@@ -1,0 +1,1295 @@
+//! Tests of CRD generation, defaulting and schema validation.
+
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+use super::schema::{self, Node};
+use super::*;
+use crate::finding::{Compat, Finding, Severity};
+use crate::ray::v1alpha1::{RAYCLUSTER_DEPRECATION_WARNING, RAYJOB_DEPRECATION_WARNING};
+
+const RAYJOB_YAML: &str = r#"
+apiVersion: ray.io/v1
+kind: RayJob
+metadata:
+  name: rayjob-sample
+  namespace: default
+spec:
+  entrypoint: python /home/ray/samples/sample_code.py
+  runtimeEnvYAML: |
+    pip:
+      - requests==2.26.0
+  rayClusterSpec:
+    rayVersion: '2.46.0'
+    headGroupSpec:
+      rayStartParams: {}
+      template:
+        metadata:
+          labels:
+            app: ray
+        spec:
+          containers:
+            - name: ray-head
+              image: rayproject/ray:2.46.0
+              ports:
+                - containerPort: 6379
+                  name: gcs-server
+                - containerPort: 8265
+                  name: dashboard
+              resources:
+                limits:
+                  cpu: 1
+                  memory: 2Gi
+                requests:
+                  cpu: "500m"
+                  memory: 2Gi
+    workerGroupSpecs:
+      - groupName: small-group
+        rayStartParams: {}
+        template:
+          spec:
+            containers:
+              - name: ray-worker
+                image: rayproject/ray:2.46.0
+                resources:
+                  limits:
+                    cpu: 1
+                    nvidia.com/gpu: 1
+                  requests:
+                    cpu: 1
+"#;
+
+fn rayjob() -> Value {
+    serde_saphyr::from_str(RAYJOB_YAML).expect("test manifest parses")
+}
+
+fn defaulted(api_version: &str, kind: &str, mut obj: Value) -> Value {
+    apply_defaults(api_version, kind, &mut obj).expect("known kind");
+    obj
+}
+
+fn errors(api_version: &str, kind: &str, obj: &Value) -> Vec<Finding> {
+    validate_schema(api_version, kind, obj)
+        .into_iter()
+        .filter(Finding::is_error)
+        .collect()
+}
+
+fn rayjob_errors(obj: &Value) -> Vec<Finding> {
+    errors(
+        "ray.io/v1",
+        "RayJob",
+        &defaulted("ray.io/v1", "RayJob", obj.clone()),
+    )
+}
+
+fn schema_json(crd_name: &str, version: &str) -> Value {
+    let crd = ray_crds()
+        .into_iter()
+        .find(|c| c.metadata.name.as_deref() == Some(crd_name))
+        .expect("crd exists");
+    let v = crd
+        .spec
+        .versions
+        .into_iter()
+        .find(|v| v.name == version)
+        .expect("version exists");
+    serde_json::to_value(v.schema.and_then(|s| s.open_api_v3_schema)).expect("serialises")
+}
+
+fn at<'a>(schema: &'a Value, path: &[&str]) -> &'a Value {
+    path.iter().fold(schema, |node, key| match *key {
+        "[]" => &node["items"],
+        "{}" => &node["additionalProperties"],
+        k => &node["properties"][k],
+    })
+}
+
+// ---------------------------------------------------------------- generation
+
+#[test]
+fn crds_have_kuberay_identity() {
+    let crds = ray_crds();
+    let names: Vec<_> = crds.iter().map(|c| c.metadata.name.clone()).collect();
+    assert_eq!(
+        names,
+        [
+            Some("rayclusters.ray.io".into()),
+            Some("rayjobs.ray.io".into())
+        ]
+    );
+    for crd in &crds {
+        let kind = &crd.spec.names.kind;
+        assert_eq!(crd.spec.group, "ray.io");
+        assert_eq!(crd.spec.scope, "Namespaced");
+        assert_eq!(crd.spec.names.categories, Some(vec!["all".to_owned()]));
+        assert_eq!(crd.spec.names.list_kind, Some(format!("{kind}List")));
+        assert_eq!(
+            crd.spec.conversion.as_ref().map(|c| c.strategy.as_str()),
+            Some("None")
+        );
+        let versions: Vec<_> = crd
+            .spec
+            .versions
+            .iter()
+            .map(|v| (v.name.as_str(), v.served, v.storage, v.deprecated))
+            .collect();
+        assert_eq!(
+            versions,
+            [
+                ("v1", true, true, None),
+                ("v1alpha1", true, false, Some(true))
+            ]
+        );
+        let warning = match kind.as_str() {
+            "RayJob" => RAYJOB_DEPRECATION_WARNING,
+            _ => RAYCLUSTER_DEPRECATION_WARNING,
+        };
+        assert_eq!(
+            crd.spec.versions[1].deprecation_warning.as_deref(),
+            Some(warning)
+        );
+        assert_eq!(
+            warning,
+            format!(
+                "ray.io/v1alpha1 {kind} is deprecated; it will not receive new fields and will be unavailable in KubeRay 1.9; use ray.io/v1"
+            )
+        );
+        assert_eq!(crd.spec.versions[0].deprecation_warning, None);
+        for v in &crd.spec.versions {
+            assert!(v.subresources.as_ref().is_some_and(|s| s.status.is_some()));
+            assert_eq!(
+                v.additional_printer_columns, crd.spec.versions[0].additional_printer_columns,
+                "same printer columns in every version"
+            );
+        }
+    }
+    let rayjob_columns: Vec<_> = crds[1].spec.versions[0]
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .map(|c| (c.name.as_str(), c.json_path.as_str(), c.priority))
+        .collect();
+    assert_eq!(
+        rayjob_columns,
+        [
+            ("job status", ".status.jobStatus", None),
+            ("deployment status", ".status.jobDeploymentStatus", None),
+            ("ray cluster name", ".status.rayClusterName", None),
+            ("start time", ".status.startTime", None),
+            ("end time", ".status.endTime", None),
+            ("age", ".metadata.creationTimestamp", None),
+        ]
+    );
+    let cluster_columns = crds[0].spec.versions[0]
+        .additional_printer_columns
+        .as_ref()
+        .map(Vec::len);
+    assert_eq!(cluster_columns, Some(10));
+}
+
+/// Every key of the schema tree with its path.
+fn keys(value: &Value, path: &str, out: &mut Vec<(String, String)>) {
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                out.push((path.to_owned(), k.clone()));
+                keys(v, &format!("{path}/{k}"), out);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| keys(v, path, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn schemas_have_no_descriptions_and_only_kuberays_nullable() {
+    for (crd, nullable_at) in [
+        (
+            "rayclusters.ray.io",
+            "/properties/status/properties/lastUpdateTime",
+        ),
+        (
+            "rayjobs.ray.io",
+            "/properties/status/properties/rayClusterStatus/properties/lastUpdateTime",
+        ),
+    ] {
+        for version in ["v1", "v1alpha1"] {
+            let mut all = Vec::new();
+            keys(&schema_json(crd, version), "", &mut all);
+            assert!(!all.iter().any(|(_, k)| k == "description" || k == "title"));
+            let nullable: Vec<_> = all
+                .iter()
+                .filter(|(p, k)| k == "nullable" && !p.contains("/x-kubernetes"))
+                .map(|(p, _)| p.as_str())
+                .collect();
+            assert_eq!(nullable, [nullable_at], "{crd} {version}");
+        }
+    }
+}
+
+#[test]
+fn root_and_embedded_metadata_follow_kuberay() {
+    let schema = schema_json("rayjobs.ray.io", "v1");
+    assert_eq!(schema["properties"]["metadata"], json!({"type": "object"}));
+    assert_eq!(
+        schema["properties"]["apiVersion"],
+        json!({"type": "string"})
+    );
+    assert_eq!(schema["properties"]["kind"], json!({"type": "string"}));
+    assert!(
+        schema.get("required").is_none(),
+        "spec is optional at the root"
+    );
+    let embedded = [
+        at(&schema, &["spec", "submitterPodTemplate", "metadata"]),
+        at(
+            &schema,
+            &[
+                "spec",
+                "rayClusterSpec",
+                "headGroupSpec",
+                "template",
+                "metadata",
+            ],
+        ),
+        at(
+            &schema,
+            &[
+                "spec",
+                "rayClusterSpec",
+                "headGroupSpec",
+                "headService",
+                "metadata",
+            ],
+        ),
+        at(
+            &schema,
+            &[
+                "spec",
+                "rayClusterSpec",
+                "workerGroupSpecs",
+                "[]",
+                "template",
+                "metadata",
+            ],
+        ),
+    ];
+    for meta in embedded {
+        let props: Vec<_> = meta["properties"]
+            .as_object()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        assert_eq!(
+            props,
+            ["annotations", "finalizers", "labels", "name", "namespace"]
+        );
+    }
+}
+
+#[test]
+fn quantities_and_int_or_strings_are_written_like_controller_gen() {
+    let schema = schema_json("rayclusters.ray.io", "v1");
+    let container = at(
+        &schema,
+        &[
+            "spec",
+            "headGroupSpec",
+            "template",
+            "spec",
+            "containers",
+            "[]",
+        ],
+    );
+    let quantity = at(container, &["resources", "limits", "{}"]);
+    assert_eq!(
+        quantity,
+        &json!({
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "pattern": QUANTITY_PATTERN,
+            "x-kubernetes-int-or-string": true,
+        })
+    );
+    let port = at(container, &["livenessProbe", "httpGet", "port"]);
+    assert_eq!(
+        port,
+        &json!({
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "x-kubernetes-int-or-string": true,
+        })
+    );
+    assert_eq!(
+        at(container, &["ports", "[]", "protocol"])["default"],
+        json!("TCP")
+    );
+    assert_eq!(
+        at(
+            container,
+            &["env", "[]", "valueFrom", "configMapKeyRef", "name"]
+        )["default"],
+        json!("")
+    );
+    // Not a LocalObjectReference: no default.
+    assert!(at(container, &["name"]).get("default").is_none());
+    let status = at(&schema, &["status", "desiredCPU"]);
+    assert_eq!(status["pattern"], json!(QUANTITY_PATTERN));
+}
+
+#[test]
+fn schema_defaults_match_kuberay() {
+    let job = schema_json("rayjobs.ray.io", "v1");
+    for (path, default) in [
+        (vec!["spec", "submissionMode"], json!("K8sJobMode")),
+        (vec!["spec", "backoffLimit"], json!(0)),
+        (vec!["spec", "ttlSecondsAfterFinished"], json!(0)),
+        (vec!["status", "succeeded"], json!(0)),
+        (vec!["status", "failed"], json!(0)),
+    ] {
+        assert_eq!(at(&job, &path)["default"], default, "{path:?}");
+    }
+    let cluster = schema_json("rayclusters.ray.io", "v1");
+    let worker = at(&cluster, &["spec", "workerGroupSpecs", "[]"]);
+    for (field, default) in [
+        ("replicas", json!(0)),
+        ("minReplicas", json!(0)),
+        ("maxReplicas", json!(2147483647)),
+        ("numOfHosts", json!(1)),
+    ] {
+        assert_eq!(at(worker, &[field])["default"], default, "{field}");
+    }
+    assert_eq!(
+        worker["required"],
+        json!(["groupName", "maxReplicas", "minReplicas", "template"])
+    );
+}
+
+#[test]
+fn v1alpha1_schemas_have_the_frozen_feature_set() {
+    let job = schema_json("rayjobs.ray.io", "v1alpha1");
+    let spec = at(&job, &["spec"]);
+    assert_eq!(spec["required"], json!(["entrypoint"]));
+    for v1_only in [
+        "activeDeadlineSeconds",
+        "submissionMode",
+        "backoffLimit",
+        "submitterConfig",
+        "managedBy",
+        "deletionStrategy",
+        "preRunningDeadlineSeconds",
+    ] {
+        assert!(spec["properties"].get(v1_only).is_none(), "{v1_only}");
+    }
+    let status = at(&job, &["status"]);
+    for v1_only in [
+        "reason",
+        "succeeded",
+        "failed",
+        "rayJobInfo",
+        "jobStatusCheckFailureStartTime",
+    ] {
+        assert!(status["properties"].get(v1_only).is_none(), "{v1_only}");
+    }
+    let cluster = schema_json("rayclusters.ray.io", "v1alpha1");
+    let spec = at(&cluster, &["spec"]);
+    assert_eq!(spec["required"], json!(["headGroupSpec"]));
+    for v1_only in [
+        "upgradeStrategy",
+        "authOptions",
+        "managedBy",
+        "gcsFaultToleranceOptions",
+        "historyServerOptions",
+        "networkPolicy",
+        "tlsOptions",
+    ] {
+        assert!(spec["properties"].get(v1_only).is_none(), "{v1_only}");
+    }
+    let head = at(spec, &["headGroupSpec"]);
+    assert_eq!(head["required"], json!(["rayStartParams", "template"]));
+    for v1_only in ["ingressOptions", "resources", "labels"] {
+        assert!(head["properties"].get(v1_only).is_none(), "{v1_only}");
+    }
+    let worker = at(spec, &["workerGroupSpecs", "[]"]);
+    assert_eq!(
+        worker["required"],
+        json!([
+            "groupName",
+            "maxReplicas",
+            "minReplicas",
+            "rayStartParams",
+            "template"
+        ])
+    );
+    for v1_only in [
+        "suspend",
+        "idleTimeoutSeconds",
+        "priority",
+        "resources",
+        "labels",
+        "numOfHosts",
+    ] {
+        assert!(worker["properties"].get(v1_only).is_none(), "{v1_only}");
+    }
+    let autoscaler = at(spec, &["autoscalerOptions"]);
+    for v1_only in ["version", "command", "args"] {
+        assert!(autoscaler["properties"].get(v1_only).is_none(), "{v1_only}");
+    }
+    let status = at(&cluster, &["status"]);
+    for v1_only in ["conditions", "stateTransitionTimes"] {
+        assert!(status["properties"].get(v1_only).is_none(), "{v1_only}");
+    }
+    let head_info: Vec<_> = at(status, &["head"])["properties"]
+        .as_object()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default();
+    assert_eq!(head_info, ["podIP", "serviceIP"]);
+    // The v1 schema does have what v1alpha1 lacks.
+    let v1 = schema_json("rayclusters.ray.io", "v1");
+    assert!(at(&v1, &["status", "head", "podName"]).is_object());
+    assert!(at(&v1, &["spec", "workerGroupSpecs", "[]", "numOfHosts"]).is_object());
+}
+
+/// Paths (outside Kubernetes core types) that declare a default, per CRD and version.
+fn own_defaults(crd: &str, version: &str) -> Vec<String> {
+    let mut all = Vec::new();
+    keys(&schema_json(crd, version), "", &mut all);
+    let core = [
+        "/template/",
+        "/submitterPodTemplate/",
+        "/headService/",
+        "/autoscalerOptions/",
+        "/redisPassword/",
+        "/redisUsername/",
+    ];
+    let mut own: Vec<_> = all
+        .into_iter()
+        .filter(|(p, k)| k == "default" && !core.iter().any(|c| p.contains(c)))
+        .map(|(p, _)| p.replace("/properties/", ".").replace("/items", "[]"))
+        .collect();
+    own.sort();
+    own
+}
+
+#[test]
+fn only_kuberays_defaults_are_declared() {
+    let worker = [
+        "maxReplicas",
+        "minReplicas",
+        "numOfHosts",
+        "priority",
+        "replicas",
+    ];
+    let mut cluster_v1: Vec<String> = worker
+        .iter()
+        .map(|f| format!(".spec.workerGroupSpecs[].{f}"))
+        .collect();
+    cluster_v1.sort();
+    assert_eq!(own_defaults("rayclusters.ray.io", "v1"), cluster_v1);
+    let mut job_v1: Vec<String> = worker
+        .iter()
+        .map(|f| format!(".spec.rayClusterSpec.workerGroupSpecs[].{f}"))
+        .chain(
+            [
+                ".spec.backoffLimit",
+                ".spec.deletionStrategy.deletionRules[].condition.ttlSeconds",
+                ".spec.submissionMode",
+                ".spec.ttlSecondsAfterFinished",
+                ".status.failed",
+                ".status.succeeded",
+            ]
+            .map(String::from),
+        )
+        .collect();
+    job_v1.sort();
+    assert_eq!(own_defaults("rayjobs.ray.io", "v1"), job_v1);
+    assert_eq!(
+        own_defaults("rayclusters.ray.io", "v1alpha1"),
+        [
+            ".spec.workerGroupSpecs[].maxReplicas",
+            ".spec.workerGroupSpecs[].minReplicas",
+            ".spec.workerGroupSpecs[].replicas"
+        ]
+    );
+    assert_eq!(
+        own_defaults("rayjobs.ray.io", "v1alpha1"),
+        [
+            ".spec.rayClusterSpec.workerGroupSpecs[].maxReplicas",
+            ".spec.rayClusterSpec.workerGroupSpecs[].minReplicas",
+            ".spec.rayClusterSpec.workerGroupSpecs[].replicas",
+            ".spec.ttlSecondsAfterFinished"
+        ]
+    );
+}
+
+#[test]
+fn every_int_or_string_that_is_not_a_port_is_a_quantity() {
+    for crd in ["rayclusters.ray.io", "rayjobs.ray.io"] {
+        for version in ["v1", "v1alpha1"] {
+            let mut all = Vec::new();
+            keys(&schema_json(crd, version), "", &mut all);
+            let int_or_string: Vec<_> = all
+                .iter()
+                .filter(|(_, k)| k == "x-kubernetes-int-or-string")
+                .map(|(p, _)| p.clone())
+                .collect();
+            assert!(!int_or_string.is_empty());
+            for path in int_or_string {
+                let is_port = path.ends_with("/port") || path.ends_with("/targetPort");
+                let has_pattern = all.iter().any(|(p, k)| p == &path && k == "pattern");
+                assert_eq!(has_pattern, !is_port, "{crd} {version} {path}");
+            }
+        }
+    }
+}
+
+#[test]
+fn every_crd_is_well_under_the_etcd_object_limit() {
+    for crd in ray_crds() {
+        let size = serde_json::to_vec(&generate::crd_json(&crd))
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX);
+        assert!(
+            size < 1_000_000,
+            "{:?} is {size} bytes of JSON",
+            crd.metadata.name
+        );
+    }
+}
+
+#[test]
+fn every_declared_cel_rule_is_implemented() {
+    let mut rules = Vec::new();
+    for (v, k) in [
+        ("ray.io/v1", "RayJob"),
+        ("ray.io/v1", "RayCluster"),
+        ("ray.io/v1alpha1", "RayJob"),
+        ("ray.io/v1alpha1", "RayCluster"),
+    ] {
+        let mut nodes = Vec::new();
+        schema::lookup(v, k).expect("served").walk(&mut nodes);
+        rules.extend(
+            nodes
+                .iter()
+                .flat_map(|n: &&Node| n.rules.iter().map(|r| r.rule.clone())),
+        );
+    }
+    assert!(rules.len() >= 6);
+    for rule in rules {
+        assert!(
+            validate::is_known_rule(&rule),
+            "CEL rule {rule:?} is declared but not implemented in crd/validate.rs"
+        );
+    }
+}
+
+#[test]
+fn yaml_round_trips_to_the_same_crds() {
+    let yaml = render_crds_yaml();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&yaml).expect("rendered YAML parses");
+    let expected: Vec<Value> = ray_crds().iter().map(generate::crd_json).collect();
+    assert_eq!(docs, expected);
+    assert!(yaml.starts_with("---\n"));
+    let files = crd_files();
+    let names: Vec<_> = files.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["ray.io_rayclusters.yaml", "ray.io_rayjobs.yaml"]);
+    assert!(
+        yaml.contains("minimum: 1\n"),
+        "integral bounds are integers"
+    );
+}
+
+// ---------------------------------------------------------------- defaulting
+
+#[test]
+fn realistic_rayjob_gets_kuberays_defaults() {
+    let obj = defaulted("ray.io/v1", "RayJob", rayjob());
+    let spec = &obj["spec"];
+    assert_eq!(spec["submissionMode"], json!("K8sJobMode"));
+    assert_eq!(spec["backoffLimit"], json!(0));
+    assert_eq!(spec["ttlSecondsAfterFinished"], json!(0));
+    let worker = &spec["rayClusterSpec"]["workerGroupSpecs"][0];
+    assert_eq!(worker["replicas"], json!(0));
+    assert_eq!(worker["minReplicas"], json!(0));
+    assert_eq!(worker["maxReplicas"], json!(2147483647));
+    assert_eq!(worker["numOfHosts"], json!(1));
+    let head = &spec["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0];
+    assert_eq!(head["ports"][0]["protocol"], json!("TCP"));
+    assert_eq!(head["ports"][1]["protocol"], json!("TCP"));
+    // Untouched: what the user wrote, and fields without defaults.
+    assert_eq!(spec["entrypoint"], rayjob()["spec"]["entrypoint"]);
+    assert!(spec.get("activeDeadlineSeconds").is_none());
+    assert!(spec.get("shutdownAfterJobFinishes").is_none());
+    assert!(obj.get("status").is_none(), "no status is invented");
+    assert!(errors("ray.io/v1", "RayJob", &obj).is_empty());
+}
+
+#[test]
+fn defaults_never_overwrite_values() {
+    let mut obj = rayjob();
+    obj["spec"]["submissionMode"] = json!("HTTPMode");
+    obj["spec"]["backoffLimit"] = json!(3);
+    obj["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] = json!(2);
+    obj["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["maxReplicas"] = json!(5);
+    let obj = defaulted("ray.io/v1", "RayJob", obj);
+    assert_eq!(obj["spec"]["submissionMode"], json!("HTTPMode"));
+    assert_eq!(obj["spec"]["backoffLimit"], json!(3));
+    let worker = &obj["spec"]["rayClusterSpec"]["workerGroupSpecs"][0];
+    assert_eq!(worker["replicas"], json!(2));
+    assert_eq!(worker["maxReplicas"], json!(5));
+    assert_eq!(worker["minReplicas"], json!(0));
+}
+
+#[test]
+fn defaulting_is_idempotent() {
+    let once = defaulted("ray.io/v1", "RayJob", rayjob());
+    let twice = defaulted("ray.io/v1", "RayJob", once.clone());
+    assert_eq!(once, twice);
+}
+
+#[test]
+fn nulls_are_pruned_or_defaulted_like_the_api_server() {
+    let mut obj = rayjob();
+    obj["spec"]["backoffLimit"] = Value::Null; // non-nullable, default: defaulted
+    obj["spec"]["jobId"] = Value::Null; // non-nullable, no default: pruned
+    obj["spec"]["rayClusterSpec"]["headGroupSpec"]["rayStartParams"] = json!({"a": null, "b": "1"});
+    obj["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] = Value::Null;
+    obj["status"] = json!({"rayClusterStatus": {"lastUpdateTime": null}, "message": null});
+    let obj = defaulted("ray.io/v1", "RayJob", obj);
+    assert_eq!(obj["spec"]["backoffLimit"], json!(0));
+    assert!(obj["spec"].get("jobId").is_none());
+    assert_eq!(
+        obj["spec"]["rayClusterSpec"]["headGroupSpec"]["rayStartParams"],
+        json!({"b": "1"})
+    );
+    assert_eq!(
+        obj["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"],
+        json!(0)
+    );
+    // Nullable: kept as null.
+    assert_eq!(
+        obj["status"]["rayClusterStatus"],
+        json!({"lastUpdateTime": null})
+    );
+    assert!(obj["status"].get("message").is_none());
+    assert_eq!(obj["status"]["succeeded"], json!(0));
+    assert_eq!(obj["status"]["failed"], json!(0));
+    // Unknown fields are not the defaulter's business.
+    let mut unknown = json!({"spec": {"foo": null}});
+    apply_defaults("ray.io/v1", "RayJob", &mut unknown).expect("known");
+    assert_eq!(unknown["spec"]["foo"], Value::Null);
+}
+
+#[test]
+fn v1alpha1_defaults_are_the_frozen_ones() {
+    let mut obj = rayjob();
+    obj["apiVersion"] = json!("ray.io/v1alpha1");
+    let obj = defaulted("ray.io/v1alpha1", "RayJob", obj);
+    assert!(obj["spec"].get("submissionMode").is_none());
+    assert!(obj["spec"].get("backoffLimit").is_none());
+    assert_eq!(obj["spec"]["ttlSecondsAfterFinished"], json!(0));
+    let worker = &obj["spec"]["rayClusterSpec"]["workerGroupSpecs"][0];
+    assert_eq!(worker["replicas"], json!(0));
+    assert_eq!(worker["minReplicas"], json!(0));
+    assert_eq!(worker["maxReplicas"], json!(2147483647));
+    assert!(worker.get("numOfHosts").is_none());
+}
+
+#[test]
+fn defaulting_rejects_what_it_cannot_handle() {
+    let mut obj = rayjob();
+    assert_eq!(
+        apply_defaults("ray.io/v2", "RayJob", &mut obj),
+        Err(CrdError::UnknownKind {
+            api_version: "ray.io/v2".into(),
+            kind: "RayJob".into()
+        })
+    );
+    assert!(apply_defaults("ray.io/v1", "RayService", &mut obj).is_err());
+    assert_eq!(
+        apply_defaults("ray.io/v1", "RayJob", &mut json!([1])),
+        Err(CrdError::NotAnObject { found: "array" })
+    );
+    // Wrongly typed subtrees are left alone (validation reports them).
+    let mut odd = json!({"spec": {"rayClusterSpec": "x", "backoffLimit": "y"}});
+    apply_defaults("ray.io/v1", "RayJob", &mut odd).expect("known");
+    assert_eq!(odd["spec"]["rayClusterSpec"], json!("x"));
+    assert_eq!(odd["spec"]["backoffLimit"], json!("y"));
+    assert!(is_served("ray.io/v1alpha1", "RayCluster"));
+    assert!(!is_served("ray.io/v1beta1", "RayCluster"));
+}
+
+#[test]
+fn pruning_removes_undeclared_fields_only() {
+    let mut obj = rayjob();
+    obj["spec"]["foo"] = json!(1);
+    obj["metadata"]["whatever"] = json!(1);
+    obj["spec"]["rayClusterSpec"]["networkPolicy"] = json!({"anything": {"goes": 1}});
+    obj["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["metadata"] =
+        json!({"creationTimestamp": null, "labels": {"a": "b"}});
+    obj["spec"]["deletionStrategy"] = json!({"onSuccess": {"policy": "DeleteCluster"}});
+    let mut v1alpha1 = obj.clone();
+    let removed = prune_unknown_fields("ray.io/v1", "RayJob", &mut obj).expect("known");
+    assert_eq!(
+        removed,
+        [
+            "spec.foo",
+            "spec.rayClusterSpec.workerGroupSpecs[0].template.metadata.creationTimestamp"
+        ]
+    );
+    assert_eq!(obj["metadata"]["whatever"], json!(1));
+    assert_eq!(
+        obj["spec"]["rayClusterSpec"]["networkPolicy"],
+        json!({"anything": {"goes": 1}})
+    );
+    // Reading a v1 object through v1alpha1 loses the v1-only fields (conversion strategy None).
+    let removed = prune_unknown_fields("ray.io/v1alpha1", "RayJob", &mut v1alpha1).expect("known");
+    assert!(removed.contains(&"spec.deletionStrategy".to_owned()));
+    assert!(removed.contains(&"spec.rayClusterSpec.networkPolicy".to_owned()));
+}
+
+// ---------------------------------------------------------------- validation
+
+fn set(obj: &mut Value, pointer: &str, value: Value) {
+    if let Some(slot) = obj.pointer_mut(pointer) {
+        *slot = value;
+    } else {
+        let (parent, key) = pointer.rsplit_once('/').expect("pointer has a parent");
+        if let Some(Value::Object(map)) = obj.pointer_mut(parent) {
+            map.insert(key.to_owned(), value);
+        } else {
+            panic!("no parent {parent}");
+        }
+    }
+}
+
+fn one_error(obj: &Value) -> (String, String, String) {
+    let errs = rayjob_errors(obj);
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    let f = &errs[0];
+    assert_eq!(f.compat, Compat::Kuberay);
+    (f.rule.clone(), f.field.clone(), f.message.clone())
+}
+
+const CPU: &str =
+    "/spec/rayClusterSpec/workerGroupSpecs/0/template/spec/containers/0/resources/limits/cpu";
+
+#[test]
+fn quantities_accept_integers_and_quantity_strings_only() {
+    for ok in [
+        json!(1),
+        json!("500m"),
+        json!("1.5"),
+        json!(2),
+        json!("1e3"),
+    ] {
+        let mut obj = rayjob();
+        set(&mut obj, CPU, ok.clone());
+        assert!(rayjob_errors(&obj).is_empty(), "{ok} should be accepted");
+    }
+    let mut obj = rayjob();
+    set(&mut obj, CPU, json!("1 core"));
+    let field =
+        "spec.rayClusterSpec.workerGroupSpecs[0].template.spec.containers[0].resources.limits.cpu";
+    assert_eq!(
+        one_error(&obj),
+        (
+            "schema-pattern".into(),
+            field.into(),
+            format!("Invalid value: \"1 core\": {field} in body should match '{QUANTITY_PATTERN}'")
+        )
+    );
+    let mut obj = rayjob();
+    set(&mut obj, CPU, json!(0.5));
+    assert_eq!(
+        one_error(&obj),
+        (
+            "schema-type".into(),
+            field.into(),
+            format!(
+                "Invalid value: \"number\": {field} in body must be of type integer,string: \"number\""
+            )
+        )
+    );
+}
+
+#[test]
+fn integer_fields_reject_strings_and_fractions() {
+    let mut obj = rayjob();
+    set(&mut obj, "/spec/backoffLimit", json!("x"));
+    assert_eq!(
+        one_error(&obj),
+        (
+            "schema-type".into(),
+            "spec.backoffLimit".into(),
+            "Invalid value: \"string\": spec.backoffLimit in body must be of type integer: \"string\"".into()
+        )
+    );
+    let mut obj = rayjob();
+    set(&mut obj, "/spec/backoffLimit", json!(1.5));
+    assert_eq!(
+        one_error(&obj).2,
+        "Invalid value: \"number\": spec.backoffLimit in body must be of type integer: \"number\""
+    );
+    let mut obj = rayjob();
+    set(&mut obj, "/spec/backoffLimit", json!(2.0));
+    assert!(rayjob_errors(&obj).is_empty(), "2.0 is an integer");
+    // A number field takes integers.
+    let mut obj = rayjob();
+    set(&mut obj, "/spec/entrypointNumCpus", json!(1));
+    assert!(rayjob_errors(&obj).is_empty());
+    set(&mut obj, "/spec/entrypointNumCpus", json!(true));
+    assert_eq!(
+        one_error(&obj).2,
+        "Invalid value: \"boolean\": spec.entrypointNumCpus in body must be of type number: \"boolean\""
+    );
+}
+
+#[test]
+fn other_types_are_checked() {
+    let mut obj = rayjob();
+    set(&mut obj, "/spec/shutdownAfterJobFinishes", json!("true"));
+    assert_eq!(one_error(&obj).0, "schema-type");
+    let mut obj = rayjob();
+    set(
+        &mut obj,
+        "/spec/rayClusterSpec/workerGroupSpecs",
+        json!({"a": 1}),
+    );
+    assert_eq!(
+        one_error(&obj).2,
+        "Invalid value: \"object\": spec.rayClusterSpec.workerGroupSpecs in body must be of type array: \"object\""
+    );
+    let mut obj = rayjob();
+    set(
+        &mut obj,
+        "/spec/rayClusterSpec/workerGroupSpecs/0",
+        Value::Null,
+    );
+    assert_eq!(
+        one_error(&obj),
+        (
+            "schema-type".into(),
+            "spec.rayClusterSpec.workerGroupSpecs[0]".into(),
+            "Invalid value: \"null\": spec.rayClusterSpec.workerGroupSpecs[0] in body must be of type object: \"null\"".into()
+        )
+    );
+    let mut obj = rayjob();
+    set(&mut obj, "/spec/entrypoint", json!(7));
+    assert_eq!(one_error(&obj).1, "spec.entrypoint");
+}
+
+#[test]
+fn required_fields_are_reported_with_their_path() {
+    let mut obj = rayjob();
+    obj["spec"]["rayClusterSpec"]["workerGroupSpecs"] = json!([
+        obj["spec"]["rayClusterSpec"]["workerGroupSpecs"][0].clone(),
+        {"rayStartParams": {}, "template": {}}
+    ]);
+    assert_eq!(
+        one_error(&obj),
+        (
+            "schema-required".into(),
+            "spec.rayClusterSpec.workerGroupSpecs[1].groupName".into(),
+            "Required value".into()
+        )
+    );
+    let mut obj = rayjob();
+    if let Some(map) = obj["spec"]["rayClusterSpec"].as_object_mut() {
+        map.remove("headGroupSpec");
+    }
+    assert_eq!(one_error(&obj).1, "spec.rayClusterSpec.headGroupSpec");
+    // minReplicas is required, but defaulting always provides it.
+    let mut obj = rayjob();
+    obj["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["minReplicas"] = Value::Null;
+    assert!(rayjob_errors(&obj).is_empty());
+    let undefaulted = rayjob();
+    let raw = errors("ray.io/v1", "RayJob", &undefaulted);
+    assert_eq!(raw.len(), 2, "{raw:#?}");
+    assert!(raw.iter().all(|f| f.message == "Required value"));
+}
+
+#[test]
+fn v1alpha1_rayjob_requires_entrypoint_and_ray_start_params() {
+    let mut obj = rayjob();
+    obj["apiVersion"] = json!("ray.io/v1alpha1");
+    let ok = defaulted("ray.io/v1alpha1", "RayJob", obj.clone());
+    assert!(errors("ray.io/v1alpha1", "RayJob", &ok).is_empty());
+    if let Some(spec) = obj["spec"].as_object_mut() {
+        spec.remove("entrypoint");
+    }
+    if let Some(head) = obj["spec"]["rayClusterSpec"]["headGroupSpec"].as_object_mut() {
+        head.remove("rayStartParams");
+    }
+    let obj = defaulted("ray.io/v1alpha1", "RayJob", obj);
+    let errs: Vec<_> = errors("ray.io/v1alpha1", "RayJob", &obj)
+        .into_iter()
+        .map(|f| (f.rule, f.field, f.message))
+        .collect();
+    assert_eq!(
+        errs,
+        [
+            (
+                "schema-required".to_owned(),
+                "spec.entrypoint".to_owned(),
+                "Required value".to_owned()
+            ),
+            (
+                "schema-required".to_owned(),
+                "spec.rayClusterSpec.headGroupSpec.rayStartParams".to_owned(),
+                "Required value".to_owned()
+            ),
+        ]
+    );
+    // The same object is fine in v1.
+    assert!(errors("ray.io/v1", "RayJob", &obj).is_empty());
+}
+
+#[test]
+fn v1_only_fields_are_unknown_in_v1alpha1() {
+    let mut obj = rayjob();
+    obj["spec"]["backoffLimit"] = json!(2);
+    obj["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["numOfHosts"] = json!(2);
+    let found = validate_schema("ray.io/v1alpha1", "RayJob", &obj);
+    let warnings: Vec<_> = found
+        .iter()
+        .filter(|f| f.severity == Severity::Warning)
+        .map(|f| f.message.as_str())
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            "unknown field \"spec.backoffLimit\"",
+            "unknown field \"spec.rayClusterSpec.workerGroupSpecs[0].numOfHosts\""
+        ]
+    );
+}
+
+#[test]
+fn enums_are_checked() {
+    let mut obj = rayjob();
+    set(
+        &mut obj,
+        "/spec/rayClusterSpec/autoscalerOptions",
+        json!({"upscalingMode": "Fast"}),
+    );
+    assert_eq!(
+        one_error(&obj),
+        (
+            "schema-enum".into(),
+            "spec.rayClusterSpec.autoscalerOptions.upscalingMode".into(),
+            "Unsupported value: \"Fast\": supported values: \"Default\", \"Aggressive\", \"Conservative\"".into()
+        )
+    );
+    set(
+        &mut obj,
+        "/spec/rayClusterSpec/autoscalerOptions",
+        json!({"upscalingMode": "Conservative"}),
+    );
+    assert!(rayjob_errors(&obj).is_empty());
+    // No enum on submissionMode: any string is accepted by the CRD.
+    set(&mut obj, "/spec/submissionMode", json!("Whatever"));
+    assert!(rayjob_errors(&obj).is_empty());
+}
+
+#[test]
+fn minimums_are_checked() {
+    let mut obj = rayjob();
+    set(&mut obj, "/spec/preRunningDeadlineSeconds", json!(0));
+    assert_eq!(
+        one_error(&obj),
+        (
+            "schema-minimum".into(),
+            "spec.preRunningDeadlineSeconds".into(),
+            "Invalid value: 0: spec.preRunningDeadlineSeconds in body should be greater than or equal to 1".into()
+        )
+    );
+    set(&mut obj, "/spec/preRunningDeadlineSeconds", json!(1));
+    assert!(rayjob_errors(&obj).is_empty());
+    set(
+        &mut obj,
+        "/spec/deletionStrategy",
+        json!({"deletionRules": [{"policy": "DeleteCluster", "condition": {"jobStatus": "FAILED", "ttlSeconds": -1}}]}),
+    );
+    assert_eq!(
+        one_error(&obj).2,
+        "Invalid value: -1: spec.deletionStrategy.deletionRules[0].condition.ttlSeconds in body should be greater than or equal to 0"
+    );
+}
+
+#[test]
+fn min_items_is_checked() {
+    let mut obj = rayjob();
+    set(
+        &mut obj,
+        "/spec/deletionStrategy",
+        json!({"deletionRules": []}),
+    );
+    assert_eq!(
+        one_error(&obj),
+        (
+            "schema-min-items".into(),
+            "spec.deletionStrategy.deletionRules".into(),
+            "Invalid value: 0: spec.deletionStrategy.deletionRules in body should have at least 1 items".into()
+        )
+    );
+    set(
+        &mut obj,
+        "/spec/deletionStrategy",
+        json!({"deletionRules": [{"policy": "DeleteSelf", "condition": {"jobDeploymentStatus": "Failed"}}]}),
+    );
+    assert!(rayjob_errors(&obj).is_empty());
+    // The rule's own defaults were applied.
+    let d = defaulted("ray.io/v1", "RayJob", obj);
+    assert_eq!(
+        d["spec"]["deletionStrategy"]["deletionRules"][0]["condition"]["ttlSeconds"],
+        json!(0)
+    );
+}
+
+#[test]
+fn cel_rules_are_enforced_offline() {
+    let cases = [
+        (
+            json!({"onSuccess": {"policy": "DeleteCluster"}}),
+            Some((
+                "cel-deletion-strategy-required",
+                "spec.deletionStrategy",
+                "Invalid value: \"object\": deletionStrategy requires either BOTH onSuccess and onFailure, OR the deletionRules field (cannot be empty)",
+            )),
+        ),
+        (
+            json!({"onSuccess": {"policy": "DeleteCluster"}, "onFailure": {"policy": "DeleteNone"}}),
+            None,
+        ),
+        (
+            json!({"onSuccess": {"policy": "DeleteCluster"}, "onFailure": {"policy": "DeleteNone"},
+                   "deletionRules": [{"policy": "DeleteCluster", "condition": {"jobStatus": "SUCCEEDED"}}]}),
+            Some((
+                "cel-deletion-strategy-exclusive",
+                "spec.deletionStrategy",
+                "Invalid value: \"object\": legacy policies (onSuccess/onFailure) and deletionRules cannot be used together within the same deletionStrategy",
+            )),
+        ),
+        (
+            json!({"deletionRules": [{"policy": "DeleteCluster", "condition": {"jobStatus": "SUCCEEDED", "jobDeploymentStatus": "Failed"}}]}),
+            Some((
+                "cel-deletion-condition-exclusive",
+                "spec.deletionStrategy.deletionRules[0].condition",
+                "Invalid value: \"object\": JobStatus and JobDeploymentStatus cannot be used together within the same deletion condition.",
+            )),
+        ),
+        (
+            json!({"deletionRules": [{"policy": "DeleteCluster", "condition": {}}]}),
+            Some((
+                "cel-deletion-condition-required",
+                "spec.deletionStrategy.deletionRules[0].condition",
+                "Invalid value: \"object\": the deletion condition requires either the JobStatus or the JobDeploymentStatus field.",
+            )),
+        ),
+    ];
+    for (strategy, expected) in cases {
+        let mut obj = rayjob();
+        set(&mut obj, "/spec/deletionStrategy", strategy.clone());
+        let errs = rayjob_errors(&obj);
+        match expected {
+            None => assert!(errs.is_empty(), "{strategy}: {errs:#?}"),
+            Some((rule, field, message)) => {
+                assert_eq!(errs.len(), 1, "{strategy}: {errs:#?}");
+                assert_eq!(
+                    (
+                        errs[0].rule.as_str(),
+                        errs[0].field.as_str(),
+                        errs[0].message.as_str()
+                    ),
+                    (rule, field, message)
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn managed_by_values_are_enforced_and_immutability_is_skipped() {
+    for (path, field) in [
+        ("/spec/managedBy", "spec.managedBy"),
+        (
+            "/spec/rayClusterSpec/managedBy",
+            "spec.rayClusterSpec.managedBy",
+        ),
+    ] {
+        for ok in ["ray.io/kuberay-operator", "kueue.x-k8s.io/multikueue"] {
+            let mut obj = rayjob();
+            set(&mut obj, path, json!(ok));
+            assert!(rayjob_errors(&obj).is_empty());
+        }
+        let mut obj = rayjob();
+        set(&mut obj, path, json!("someone-else"));
+        assert_eq!(
+            one_error(&obj),
+            (
+                "cel-managed-by".into(),
+                field.into(),
+                "Invalid value: \"string\": the managedBy field value must be either 'ray.io/kuberay-operator' or 'kueue.x-k8s.io/multikueue'".into()
+            )
+        );
+    }
+}
+
+#[test]
+fn cel_errors_come_after_schema_errors() {
+    let mut obj = rayjob();
+    set(&mut obj, "/spec/managedBy", json!("x"));
+    set(&mut obj, "/spec/suspend", json!("yes"));
+    let rules: Vec<_> = rayjob_errors(&obj).into_iter().map(|f| f.rule).collect();
+    assert_eq!(rules, ["schema-type", "cel-managed-by"]);
+}
+
+#[test]
+fn unknown_fields_are_warnings_not_errors() {
+    let mut obj = rayjob();
+    set(&mut obj, "/spec/foo", json!({"bar": 1}));
+    set(&mut obj, "/metadata/labels", json!({"a": "b"}));
+    set(
+        &mut obj,
+        "/spec/rayClusterSpec/networkPolicy",
+        json!({"anything": ["goes"]}),
+    );
+    set(
+        &mut obj,
+        "/spec/rayClusterSpec/headGroupSpec/template/metadata/creationTimestamp",
+        Value::Null,
+    );
+    let obj = defaulted("ray.io/v1", "RayJob", obj);
+    let found = validate_schema("ray.io/v1", "RayJob", &obj);
+    let summary: Vec<_> = found
+        .iter()
+        .map(|f| {
+            (
+                f.severity,
+                f.rule.as_str(),
+                f.field.as_str(),
+                f.message.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (
+                Severity::Warning,
+                "unknown-field",
+                "spec.foo",
+                "unknown field \"spec.foo\""
+            ),
+            (
+                Severity::Warning,
+                "unknown-field",
+                "spec.rayClusterSpec.headGroupSpec.template.metadata.creationTimestamp",
+                "unknown field \"spec.rayClusterSpec.headGroupSpec.template.metadata.creationTimestamp\""
+            ),
+        ]
+    );
+}
+
+#[test]
+fn nullable_last_update_time_accepts_null() {
+    let obj = json!({
+        "apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "c"},
+        "spec": {"headGroupSpec": {"template": {}}},
+        "status": {"lastUpdateTime": null, "state": "ready"}
+    });
+    let obj = defaulted("ray.io/v1", "RayCluster", obj);
+    assert_eq!(obj["status"]["lastUpdateTime"], Value::Null);
+    assert!(validate_schema("ray.io/v1", "RayCluster", &obj).is_empty());
+}
+
+#[test]
+fn v1alpha1_raycluster_workers_need_ray_start_params() {
+    let obj = json!({
+        "apiVersion": "ray.io/v1alpha1", "kind": "RayCluster", "metadata": {"name": "c"},
+        "spec": {
+            "headGroupSpec": {"rayStartParams": {}, "template": {}},
+            "workerGroupSpecs": [{"groupName": "g", "template": {}}]
+        }
+    });
+    let obj = defaulted("ray.io/v1alpha1", "RayCluster", obj);
+    let errs = errors("ray.io/v1alpha1", "RayCluster", &obj);
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert_eq!(errs[0].field, "spec.workerGroupSpecs[0].rayStartParams");
+}
+
+#[test]
+fn unknown_kinds_and_non_objects_are_reported() {
+    let found = validate_schema("ray.io/v1", "RayService", &json!({}));
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].rule, "schema-kind");
+    assert_eq!(
+        found[0].message,
+        "no matches for kind \"RayService\" in version \"ray.io/v1\""
+    );
+    let found = validate_schema("ray.io/v1", "RayJob", &json!("x"));
+    assert_eq!(found.len(), 1);
+    assert_eq!(
+        found[0].message,
+        "Invalid value: \"string\": body must be of type object: \"string\""
+    );
+}
+
+/// Arbitrary JSON, biased towards the shapes of a RayJob.
+fn arb_json() -> impl Strategy<Value = Value> {
+    let key = prop_oneof![
+        Just("spec".to_owned()),
+        Just("rayClusterSpec".to_owned()),
+        Just("workerGroupSpecs".to_owned()),
+        Just("headGroupSpec".to_owned()),
+        Just("template".to_owned()),
+        Just("containers".to_owned()),
+        Just("resources".to_owned()),
+        Just("limits".to_owned()),
+        Just("replicas".to_owned()),
+        Just("deletionStrategy".to_owned()),
+        Just("deletionRules".to_owned()),
+        Just("managedBy".to_owned()),
+        Just("metadata".to_owned()),
+        Just("status".to_owned()),
+        "[a-zA-Z]{0,6}",
+    ];
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>()
+            .prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
+        "\\PC{0,8}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(6, 64, 6, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::vec((key.clone(), inner), 0..6)
+                .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #[test]
+    fn never_panics_on_arbitrary_json(obj in arb_json()) {
+        for (v, k) in [("ray.io/v1", "RayJob"), ("ray.io/v1", "RayCluster"),
+                       ("ray.io/v1alpha1", "RayJob"), ("ray.io/v1alpha1", "RayCluster")] {
+            let mut copy = obj.clone();
+            let _ = apply_defaults(v, k, &mut copy);
+            let _ = validate_schema(v, k, &copy);
+            let _ = validate_schema(v, k, &obj);
+            let _ = prune_unknown_fields(v, k, &mut copy);
+        }
+    }
+
+    #[test]
+    fn never_panics_on_mutated_rayjobs(cpu in arb_json(), replicas in arb_json(), strategy in arb_json()) {
+        let mut obj = rayjob();
+        set(&mut obj, CPU, cpu);
+        set(&mut obj, "/spec/rayClusterSpec/workerGroupSpecs/0/replicas", replicas);
+        set(&mut obj, "/spec/deletionStrategy", strategy);
+        let _ = apply_defaults("ray.io/v1", "RayJob", &mut obj);
+        let _ = validate_schema("ray.io/v1", "RayJob", &obj);
+    }
+}

@@ -1,0 +1,363 @@
+//! Offline structural validation of a custom resource against its CRD schema, reporting what
+//! kube-apiserver would reject with kube-apiserver's messages.
+
+use serde_json::Value;
+
+use super::generate::QUANTITY_PATTERN;
+use super::quantity::is_quantity;
+use super::schema::{self, Node, Rule, Ty};
+use super::structural::json_type;
+use crate::finding::{Compat, Finding};
+
+/// Validates `obj` against the CRD schema of `api_version`/`kind` as kube-apiserver does after
+/// defaulting (call [`super::apply_defaults`] first to see exactly what the API server sees).
+///
+/// Reports, as errors with KubeRay compatibility (KubeRay's CRD enforces the same schema):
+/// wrong types (`schema-type`, including int-or-string and integer versus number), missing
+/// required fields (`schema-required`), values outside an enum (`schema-enum`), `minimum` /
+/// `maximum` (`schema-minimum`, `schema-maximum`), `minItems` / `maxItems` (`schema-min-items`,
+/// `schema-max-items`), `minLength` / `maxLength` (`schema-min-length`, `schema-max-length`),
+/// the quantity `pattern` (`schema-pattern`), and the CRD's CEL rules (`cel-<name>`; rules that
+/// compare with `oldSelf` only apply to updates and are skipped). Fields the schema does not
+/// declare are warnings (`unknown-field`): the API server prunes them, it does not reject them.
+/// Schema errors come first, in document order, then CEL errors.
+///
+/// An unknown `apiVersion`/`kind` yields one `schema-kind` error. Never panics, whatever the
+/// JSON.
+pub fn validate_schema(api_version: &str, kind: &str, obj: &Value) -> Vec<Finding> {
+    let root = match schema::lookup(api_version, kind) {
+        Ok(root) => root,
+        Err(e) => {
+            return vec![Finding::error(
+                "schema-kind",
+                "",
+                e.to_string(),
+                Compat::Kuberay,
+            )];
+        }
+    };
+    let mut v = Validator::default();
+    let mut path = String::new();
+    v.node(obj, root, &mut path, true);
+    v.findings.append(&mut v.cel);
+    v.findings
+}
+
+#[derive(Default)]
+struct Validator {
+    findings: Vec<Finding>,
+    cel: Vec<Finding>,
+}
+
+/// A number as Go's `%v` prints it in these messages.
+fn format_number(f: f64) -> String {
+    if f.fract() == 0.0 && f.abs() < 9.0e15 {
+        format!("{}", f as i64)
+    } else {
+        format!("{f}")
+    }
+}
+
+/// A value as `field.Error` prints it: strings quoted, numbers and booleans bare.
+fn format_value(value: &Value) -> String {
+    match value {
+        Value::String(s) => quote(s),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Null => "null".to_owned(),
+        other => serde_json::to_string(other).unwrap_or_default(),
+    }
+}
+
+/// Go's `%q` for the strings that occur in practice (JSON escaping is the same for them).
+fn quote(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| format!("\"{s}\""))
+}
+
+fn is_integer(value: &Value) -> bool {
+    match value {
+        Value::Number(n) => {
+            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+        }
+        _ => false,
+    }
+}
+
+fn type_matches(ty: Ty, value: &Value) -> bool {
+    match ty {
+        Ty::Object => value.is_object(),
+        Ty::Array => value.is_array(),
+        Ty::String => value.is_string(),
+        Ty::Integer => is_integer(value),
+        Ty::Number => value.is_number(),
+        Ty::Boolean => value.is_boolean(),
+        Ty::IntOrString => value.is_string() || is_integer(value),
+        Ty::Any => true,
+    }
+}
+
+/// `spec.x in body` (`body` alone at the root).
+fn subject(path: &str) -> String {
+    if path.is_empty() {
+        "body".to_owned()
+    } else {
+        format!("{path} in body")
+    }
+}
+
+fn push_key(path: &mut String, key: &str) -> usize {
+    let len = path.len();
+    if !path.is_empty() {
+        path.push('.');
+    }
+    path.push_str(key);
+    len
+}
+
+fn push_index(path: &mut String, index: usize) -> usize {
+    let len = path.len();
+    path.push('[');
+    path.push_str(&index.to_string());
+    path.push(']');
+    len
+}
+
+impl Validator {
+    fn error(&mut self, rule: &str, path: &str, message: String) {
+        self.findings
+            .push(Finding::error(rule, path, message, Compat::Kuberay));
+    }
+
+    fn node(&mut self, value: &Value, s: &Node, path: &mut String, root: bool) {
+        if value.is_null() && (s.nullable || s.ty == Ty::Any) {
+            return;
+        }
+        if !type_matches(s.ty, value) {
+            let found = json_type(value);
+            let message = format!(
+                "Invalid value: \"{found}\": {} must be of type {}: \"{found}\"",
+                subject(path),
+                s.ty.name()
+            );
+            self.error("schema-type", path, message);
+            return;
+        }
+        if !s.enum_values.is_empty() && !s.enum_values.contains(value) {
+            let supported: Vec<String> = s
+                .enum_values
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => quote(s),
+                    other => serde_json::to_string(other).unwrap_or_default(),
+                })
+                .collect();
+            let message = format!(
+                "Unsupported value: {}: supported values: {}",
+                format_value(value),
+                supported.join(", ")
+            );
+            self.error("schema-enum", path, message);
+        }
+        match value {
+            Value::String(text) => self.string(text, s, path),
+            Value::Number(n) => {
+                if let Some(f) = n.as_f64() {
+                    self.number(value, f, s, path);
+                }
+            }
+            Value::Array(items) => self.array(items, s, path),
+            Value::Object(map) => self.object(map, s, path, root),
+            _ => {}
+        }
+        for rule in &s.rules {
+            self.cel_rule(rule, value, s, path);
+        }
+    }
+
+    fn string(&mut self, text: &str, s: &Node, path: &str) {
+        let chars = i64::try_from(text.chars().count()).unwrap_or(i64::MAX);
+        if let Some(max) = s.max_length
+            && chars > max
+        {
+            self.error(
+                "schema-max-length",
+                path,
+                format!("Too long: may not be more than {max} bytes"),
+            );
+        }
+        if let Some(min) = s.min_length
+            && chars < min
+        {
+            let message = format!(
+                "Invalid value: {}: {} should be at least {min} chars long",
+                quote(text),
+                subject(path)
+            );
+            self.error("schema-min-length", path, message);
+        }
+        if let Some(pattern) = &s.pattern {
+            // Only patterns raygate knows are checked; the generated CRDs declare no other.
+            if pattern == QUANTITY_PATTERN && !is_quantity(text) {
+                let message = format!(
+                    "Invalid value: {}: {} should match '{pattern}'",
+                    quote(text),
+                    subject(path)
+                );
+                self.error("schema-pattern", path, message);
+            }
+        }
+    }
+
+    fn number(&mut self, value: &Value, f: f64, s: &Node, path: &str) {
+        if let Some(min) = s.minimum {
+            let (bad, relation) = if s.exclusive_minimum {
+                (f <= min, "greater than")
+            } else {
+                (f < min, "greater than or equal to")
+            };
+            if bad {
+                let message = format!(
+                    "Invalid value: {}: {} should be {relation} {}",
+                    format_value(value),
+                    subject(path),
+                    format_number(min)
+                );
+                self.error("schema-minimum", path, message);
+            }
+        }
+        if let Some(max) = s.maximum {
+            let (bad, relation) = if s.exclusive_maximum {
+                (f >= max, "less than")
+            } else {
+                (f > max, "less than or equal to")
+            };
+            if bad {
+                let message = format!(
+                    "Invalid value: {}: {} should be {relation} {}",
+                    format_value(value),
+                    subject(path),
+                    format_number(max)
+                );
+                self.error("schema-maximum", path, message);
+            }
+        }
+    }
+
+    fn array(&mut self, items: &[Value], s: &Node, path: &mut String) {
+        let len = i64::try_from(items.len()).unwrap_or(i64::MAX);
+        if let Some(min) = s.min_items
+            && len < min
+        {
+            let message = format!(
+                "Invalid value: {len}: {} should have at least {min} items",
+                subject(path)
+            );
+            self.error("schema-min-items", path, message);
+        }
+        if let Some(max) = s.max_items
+            && len > max
+        {
+            let message = format!("Too many: {len}: must have at most {max} items");
+            self.error("schema-max-items", path, message);
+        }
+        if let Some(item_schema) = s.items.as_deref() {
+            for (i, item) in items.iter().enumerate() {
+                let mark = push_index(path, i);
+                self.node(item, item_schema, path, false);
+                path.truncate(mark);
+            }
+        }
+    }
+
+    fn object(
+        &mut self,
+        map: &serde_json::Map<String, Value>,
+        s: &Node,
+        path: &mut String,
+        root: bool,
+    ) {
+        for field in &s.required {
+            if !map.contains_key(field) {
+                let mark = push_key(path, field);
+                self.error("schema-required", path, "Required value".to_owned());
+                path.truncate(mark);
+            }
+        }
+        for (key, child) in map {
+            if root && key == "metadata" {
+                // ObjectMeta is validated by the API server itself, not by the CRD schema.
+                continue;
+            }
+            let mark = push_key(path, key);
+            match s.member(key) {
+                Some(child_schema) => self.node(child, child_schema, path, false),
+                None if s.preserve_unknown => {}
+                None => self.findings.push(Finding::warning(
+                    "unknown-field",
+                    path.as_str(),
+                    format!("unknown field {}", quote(path)),
+                    Compat::Kuberay,
+                )),
+            }
+            path.truncate(mark);
+        }
+    }
+
+    fn cel_rule(&mut self, rule: &Rule, value: &Value, s: &Node, path: &str) {
+        let Some((name, holds)) = evaluate(&rule.rule, value) else {
+            return;
+        };
+        if !holds {
+            let message = format!("Invalid value: \"{}\": {}", s.ty.name(), rule.message);
+            self.cel.push(Finding::error(
+                format!("cel-{name}"),
+                path,
+                message,
+                Compat::Kuberay,
+            ));
+        }
+    }
+}
+
+fn has(value: &Value, field: &str) -> bool {
+    value.get(field).is_some_and(|v| !v.is_null())
+}
+
+/// The CEL rules the generated CRDs declare, each implemented explicitly and keyed by its exact
+/// text. Returns the rule's short name and whether it holds, or `None` for a rule that does not
+/// apply offline (transition rules comparing with `oldSelf`) or is unknown.
+pub(crate) fn evaluate(rule: &str, value: &Value) -> Option<(&'static str, bool)> {
+    match rule {
+        "self == oldSelf" => None,
+        "self in ['ray.io/kuberay-operator', 'kueue.x-k8s.io/multikueue']" => Some((
+            "managed-by",
+            matches!(
+                value.as_str(),
+                Some("ray.io/kuberay-operator" | "kueue.x-k8s.io/multikueue")
+            ),
+        )),
+        "!((has(self.onSuccess) || has(self.onFailure)) && has(self.deletionRules))" => Some((
+            "deletion-strategy-exclusive",
+            !((has(value, "onSuccess") || has(value, "onFailure")) && has(value, "deletionRules")),
+        )),
+        "(has(self.onSuccess) && has(self.onFailure)) || has(self.deletionRules)" => Some((
+            "deletion-strategy-required",
+            (has(value, "onSuccess") && has(value, "onFailure")) || has(value, "deletionRules"),
+        )),
+        "!(has(self.jobStatus) && has(self.jobDeploymentStatus))" => Some((
+            "deletion-condition-exclusive",
+            !(has(value, "jobStatus") && has(value, "jobDeploymentStatus")),
+        )),
+        "has(self.jobStatus) || has(self.jobDeploymentStatus)" => Some((
+            "deletion-condition-required",
+            has(value, "jobStatus") || has(value, "jobDeploymentStatus"),
+        )),
+        _ => None,
+    }
+}
+
+/// Whether `rule` is one raygate knows (implemented, or deliberately skipped offline).
+#[cfg(test)]
+pub(crate) fn is_known_rule(rule: &str) -> bool {
+    rule == "self == oldSelf" || evaluate(rule, &Value::Null).is_some()
+}
