@@ -93,7 +93,7 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    fn compile(s: &JSONSchemaProps) -> Self {
+    pub(crate) fn compile(s: &JSONSchemaProps) -> Self {
         let properties: HashMap<String, Node> = s
             .properties
             .iter()

@@ -1293,3 +1293,141 @@ proptest! {
         let _ = validate_schema("ray.io/v1", "RayJob", &obj);
     }
 }
+
+// ------------------------------------------------ constraints the ray.io CRDs do not use (yet)
+
+fn synthetic() -> Node {
+    let props: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps =
+        serde_json::from_value(json!({
+            "type": "object",
+            "properties": {
+                "small": {"type": "integer", "maximum": 10},
+                "below": {"type": "number", "maximum": 1.5, "exclusiveMaximum": true},
+                "above": {"type": "integer", "minimum": 0, "exclusiveMinimum": true},
+                "name": {"type": "string", "minLength": 2, "maxLength": 4},
+                "list": {"type": "array", "maxItems": 2, "items": {"type": "string"}},
+                "other": {"type": "string", "pattern": "^[a-z]+$"},
+                "mode": {"type": "integer", "enum": [1, 2]},
+                "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                "any": {"x-kubernetes-preserve-unknown-fields": true},
+                "maybe": {"type": "string", "nullable": true}
+            }
+        }))
+        .expect("valid schema");
+    Node::compile(&props)
+}
+
+fn synthetic_messages(obj: Value) -> Vec<(String, String, String)> {
+    validate::validate_node(&obj, &synthetic())
+        .into_iter()
+        .map(|f| (f.rule, f.field, f.message))
+        .collect()
+}
+
+fn triple(rule: &str, field: &str, message: &str) -> (String, String, String) {
+    (rule.to_owned(), field.to_owned(), message.to_owned())
+}
+
+#[test]
+fn maximum_and_exclusive_bounds() {
+    assert!(synthetic_messages(json!({"small": 10, "below": 1.4, "above": 1})).is_empty());
+    assert_eq!(
+        synthetic_messages(json!({"small": 11, "below": 1.5, "above": 0})),
+        [
+            triple(
+                "schema-minimum",
+                "above",
+                "Invalid value: 0: above in body should be greater than 0"
+            ),
+            triple(
+                "schema-maximum",
+                "below",
+                "Invalid value: 1.5: below in body should be less than 1.5"
+            ),
+            triple(
+                "schema-maximum",
+                "small",
+                "Invalid value: 11: small in body should be less than or equal to 10"
+            ),
+        ]
+    );
+}
+
+#[test]
+fn string_lengths() {
+    assert!(synthetic_messages(json!({"name": "ab"})).is_empty());
+    assert!(synthetic_messages(json!({"name": "abcd"})).is_empty());
+    assert_eq!(
+        synthetic_messages(json!({"name": "a"})),
+        [triple(
+            "schema-min-length",
+            "name",
+            "Invalid value: \"a\": name in body should be at least 2 chars long"
+        )]
+    );
+    assert_eq!(
+        synthetic_messages(json!({"name": "abcde"})),
+        [triple(
+            "schema-max-length",
+            "name",
+            "Too long: may not be more than 4 bytes"
+        )]
+    );
+}
+
+#[test]
+fn max_items() {
+    assert!(synthetic_messages(json!({"list": ["a", "b"]})).is_empty());
+    assert_eq!(
+        synthetic_messages(json!({"list": ["a", "b", "c"]})),
+        [triple(
+            "schema-max-items",
+            "list",
+            "Too many: 3: must have at most 2 items"
+        )]
+    );
+    assert_eq!(
+        synthetic_messages(json!({"list": ["a", 1]})),
+        [triple(
+            "schema-type",
+            "list[1]",
+            "Invalid value: \"integer\": list[1] in body must be of type string: \"integer\""
+        )]
+    );
+}
+
+#[test]
+fn unknown_patterns_are_not_guessed_and_integer_enums_print_bare() {
+    assert!(synthetic_messages(json!({"other": "ABC"})).is_empty());
+    assert_eq!(
+        synthetic_messages(json!({"mode": 3})),
+        [triple(
+            "schema-enum",
+            "mode",
+            "Unsupported value: 3: supported values: 1, 2"
+        )]
+    );
+    assert!(synthetic_messages(json!({"mode": 2})).is_empty());
+}
+
+#[test]
+fn preserve_unknown_fields_and_nullable() {
+    assert!(
+        synthetic_messages(
+            json!({"free": {"x": [1, {"y": null}]}, "any": [1, "a"], "maybe": null})
+        )
+        .is_empty()
+    );
+    assert_eq!(
+        synthetic_messages(json!({"free": 1})),
+        [triple(
+            "schema-type",
+            "free",
+            "Invalid value: \"integer\": free in body must be of type object: \"integer\""
+        )]
+    );
+    assert_eq!(
+        synthetic_messages(json!({"zzz": 1})),
+        [triple("unknown-field", "zzz", "unknown field \"zzz\"")]
+    );
+}

@@ -43,6 +43,16 @@ pub fn validate_schema(api_version: &str, kind: &str, obj: &Value) -> Vec<Findin
     v.findings
 }
 
+/// Validates `obj` against one compiled schema node (the root of a document).
+#[cfg(test)]
+pub(crate) fn validate_node(obj: &Value, root: &Node) -> Vec<Finding> {
+    let mut v = Validator::default();
+    let mut path = String::new();
+    v.node(obj, root, &mut path, true);
+    v.findings.append(&mut v.cel);
+    v.findings
+}
+
 #[derive(Default)]
 struct Validator {
     findings: Vec<Finding>,
