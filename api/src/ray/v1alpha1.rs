@@ -18,7 +18,7 @@
 //!   `head.serviceName`.
 //!
 //! Structs whose shape is identical in both versions are shared with [`super::v1`]
-//! ([`ScaleStrategy`](super::v1::ScaleStrategy)); every other struct is distinct.
+//! ([`ScaleStrategy`]); every other struct is distinct.
 //!
 //! Required fields that a Go client always writes (`entrypoint`, `rayStartParams`, `minReplicas`,
 //! `maxReplicas`) are `#[serde(default)]` in Rust so that reading a malformed object never fails,
