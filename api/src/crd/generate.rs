@@ -9,10 +9,8 @@ use std::sync::LazyLock;
 use kube::CustomResourceExt;
 use serde_json::Value;
 
+use super::pattern::{CONDITION_REASON_PATTERN, CONDITION_TYPE_PATTERN, QUANTITY_PATTERN};
 use crate::ray::{v1, v1alpha1};
-
-/// The pattern KubeRay's CRDs (like every controller-gen CRD) put on `resource.Quantity` fields.
-pub const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
 
 /// How k8s-openapi describes `resource.Quantity`; used to recognise quantities before the
 /// descriptions are stripped.
@@ -195,6 +193,7 @@ fn kuberay_style(node: &mut JSONSchemaProps, quantity_field: bool) {
             return;
         }
         core_defaults(props);
+        condition_constraints(props);
         for (key, child) in props.iter_mut() {
             kuberay_style(child, QUANTITY_FIELDS.contains(&key.as_str()));
         }
@@ -276,6 +275,44 @@ fn core_defaults(props: &mut Props) {
     if has(props, &["diskName", "diskURI", "fsType", "readOnly"]) {
         set(props, "fsType", Value::from("ext4"));
         set(props, "readOnly", Value::from(false));
+    }
+}
+
+/// The validation markers of `metav1.Condition`, which controller-gen (and so KubeRay's CRD)
+/// emits wherever a condition list appears.
+fn condition_constraints(props: &mut Props) {
+    let keys = [
+        "lastTransitionTime",
+        "message",
+        "observedGeneration",
+        "reason",
+        "status",
+        "type",
+    ];
+    if props.len() != keys.len() || !keys.iter().all(|k| props.contains_key(*k)) {
+        return;
+    }
+    if let Some(p) = props.get_mut("message") {
+        p.max_length = Some(32768);
+    }
+    if let Some(p) = props.get_mut("observedGeneration") {
+        p.minimum = Some(0.0);
+    }
+    if let Some(p) = props.get_mut("reason") {
+        p.max_length = Some(1024);
+        p.min_length = Some(1);
+        p.pattern = Some(CONDITION_REASON_PATTERN.to_owned());
+    }
+    if let Some(p) = props.get_mut("status") {
+        p.enum_ = Some(
+            ["True", "False", "Unknown"]
+                .map(|v| JSON(Value::from(v)))
+                .to_vec(),
+        );
+    }
+    if let Some(p) = props.get_mut("type") {
+        p.max_length = Some(316);
+        p.pattern = Some(CONDITION_TYPE_PATTERN.to_owned());
     }
 }
 

@@ -16,6 +16,8 @@
 //!   has `apiVersion`/`kind` and no `required` (KubeRay's `spec` is optional);
 //! * int-or-string fields are written `anyOf: [integer, string]`, and quantities carry
 //!   controller-gen's [`QUANTITY_PATTERN`];
+//! * `metav1.Condition` lists carry their standard markers (`maxLength`, `minLength`,
+//!   `pattern`, the `status` enum, `observedGeneration` minimum);
 //! * the `+default=` values of the Kubernetes core types are declared (`protocol: TCP` on ports,
 //!   `name: ""` on local object references, and the legacy volume-source defaults).
 //!
@@ -32,6 +34,7 @@
 //! [`validate_schema`] reports what kube-apiserver would reject, with its messages.
 
 mod generate;
+mod pattern;
 mod quantity;
 mod schema;
 mod structural;
@@ -39,7 +42,8 @@ mod validate;
 
 use schemars::{Schema, SchemaGenerator, json_schema};
 
-pub use generate::{QUANTITY_PATTERN, crd_files, ray_crds, render_crds_yaml};
+pub use generate::{crd_files, ray_crds, render_crds_yaml};
+pub use pattern::{CONDITION_REASON_PATTERN, CONDITION_TYPE_PATTERN, QUANTITY_PATTERN};
 pub use quantity::is_quantity;
 pub use validate::validate_schema;
 

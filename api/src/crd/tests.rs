@@ -1431,3 +1431,52 @@ fn preserve_unknown_fields_and_nullable() {
         [triple("unknown-field", "zzz", "unknown field \"zzz\"")]
     );
 }
+
+#[test]
+fn conditions_carry_the_metav1_markers() {
+    let schema = schema_json("rayclusters.ray.io", "v1");
+    let condition = at(&schema, &["status", "conditions", "[]"]);
+    assert_eq!(at(condition, &["message"])["maxLength"], json!(32768));
+    assert_eq!(
+        at(condition, &["reason"])["pattern"],
+        json!(CONDITION_REASON_PATTERN)
+    );
+    assert_eq!(
+        at(condition, &["type"])["pattern"],
+        json!(CONDITION_TYPE_PATTERN)
+    );
+    assert_eq!(
+        at(condition, &["status"])["enum"],
+        json!(["True", "False", "Unknown"])
+    );
+    let cluster = |conditions: Value| {
+        json!({
+            "apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "c"},
+            "spec": {"headGroupSpec": {"template": {}}},
+            "status": {"conditions": conditions}
+        })
+    };
+    let good = cluster(json!([{
+        "type": "HeadPodReady", "status": "True", "reason": "HeadPodRunningAndReady",
+        "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"
+    }]));
+    assert!(validate_schema("ray.io/v1", "RayCluster", &good).is_empty());
+    let bad = cluster(json!([{
+        "type": "Head Pod", "status": "Maybe", "reason": "",
+        "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"
+    }]));
+    let rules: Vec<_> = validate_schema("ray.io/v1", "RayCluster", &bad)
+        .into_iter()
+        .map(|f| (f.rule, f.field))
+        .collect();
+    let at0 = |f: &str| format!("status.conditions[0].{f}");
+    assert_eq!(
+        rules,
+        [
+            ("schema-min-length".to_owned(), at0("reason")),
+            ("schema-pattern".to_owned(), at0("reason")),
+            ("schema-enum".to_owned(), at0("status")),
+            ("schema-pattern".to_owned(), at0("type")),
+        ]
+    );
+}

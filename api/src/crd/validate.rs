@@ -3,8 +3,7 @@
 
 use serde_json::Value;
 
-use super::generate::QUANTITY_PATTERN;
-use super::quantity::is_quantity;
+use super::pattern;
 use super::schema::{self, Node, Rule, Ty};
 use super::structural::json_type;
 use crate::finding::{Compat, Finding};
@@ -17,7 +16,7 @@ use crate::finding::{Compat, Finding};
 /// required fields (`schema-required`), values outside an enum (`schema-enum`), `minimum` /
 /// `maximum` (`schema-minimum`, `schema-maximum`), `minItems` / `maxItems` (`schema-min-items`,
 /// `schema-max-items`), `minLength` / `maxLength` (`schema-min-length`, `schema-max-length`),
-/// the quantity `pattern` (`schema-pattern`), and the CRD's CEL rules (`cel-<name>`; rules that
+/// the quantity and condition `pattern`s (`schema-pattern`), and the CRD's CEL rules (`cel-<name>`; rules that
 /// compare with `oldSelf` only apply to updates and are skipped). Fields the schema does not
 /// declare are warnings (`unknown-field`): the API server prunes them, it does not reject them.
 /// Schema errors come first, in document order, then CEL errors.
@@ -207,7 +206,7 @@ impl Validator {
         }
         if let Some(pattern) = &s.pattern {
             // Only patterns raygate knows are checked; the generated CRDs declare no other.
-            if pattern == QUANTITY_PATTERN && !is_quantity(text) {
+            if pattern::matches(pattern, text) == Some(false) {
                 let message = format!(
                     "Invalid value: {}: {} should match '{pattern}'",
                     quote(text),
