@@ -9,7 +9,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use serde_json::Value;
 
 use super::CrdError;
-use super::generate::ray_crds;
+use super::generate::CRDS;
 
 /// The JSON type a schema node accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,7 +185,7 @@ impl Node {
 /// Compiled root schemas by (apiVersion, kind).
 static SCHEMAS: LazyLock<Vec<(String, String, Node)>> = LazyLock::new(|| {
     let mut out = Vec::new();
-    for crd in ray_crds() {
+    for crd in CRDS.iter() {
         let group = crd.spec.group.clone();
         let kind = crd.spec.names.kind.clone();
         for version in &crd.spec.versions {
