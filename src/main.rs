@@ -1,2 +1,363 @@
-//! The raygate command line.
-fn main() {}
+//! The `raygate` command: validate Ray manifests, show the PodGroups they get, print the CRDs.
+//!
+//! Only wiring lives here: every decision is made by `raygate_api`, the same functions the
+//! webhook and the reconciler call.
+
+use std::fs;
+use std::io::{self, Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use raygate_api::check::{self, ObjectReport, Typed};
+use raygate_api::features::FeatureGates;
+use raygate_api::finding::{Finding, Severity};
+use raygate_api::input::{self, Document};
+use raygate_api::sizing;
+use raygate_api::validation::{ReconcilerKind, ValidationContext};
+use raygate_api::{crd, volcano::PodGroup};
+
+/// Exit code: every object is valid.
+const EXIT_VALID: u8 = 0;
+/// Exit code: some object is invalid (or could not be sized).
+const EXIT_INVALID: u8 = 1;
+/// Exit code: some input could not be read or parsed.
+const EXIT_UNREADABLE: u8 = 2;
+
+#[derive(Parser)]
+#[command(
+    name = "raygate",
+    version,
+    about = "Runs KubeRay RayJobs and RayClusters on the Volcano batch scheduler",
+    long_about = "raygate validates Ray workloads the way KubeRay v1.7 does (and more), sizes their \
+                  Volcano PodGroups, and (as a service) onboards namespaces onto Volcano."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate RayJobs and RayClusters as `kubectl apply` through raygate's webhook would.
+    ///
+    /// Exit codes: 0 every object is valid, 1 some object is invalid, 2 some input could not
+    /// be read or parsed. Other kinds are skipped with a note on standard error.
+    Validate {
+        #[command(flatten)]
+        files: Files,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = ValidateOutput::Text)]
+        output: ValidateOutput,
+        #[command(flatten)]
+        rules: RuleOptions,
+    },
+    /// Print the Volcano PodGroup each RayJob and standalone RayCluster would get.
+    ///
+    /// Exit codes: 0 all sized, 1 some object cannot be sized, 2 unreadable input.
+    Podgroup {
+        #[command(flatten)]
+        files: Files,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = ObjectOutput::Yaml)]
+        output: ObjectOutput,
+    },
+    /// Print the ray.io CustomResourceDefinitions raygate serves.
+    Crds {
+        /// Write one file per CRD into this directory instead of printing them.
+        #[arg(long, value_name = "DIR")]
+        write: Option<PathBuf>,
+    },
+    /// Print raygate's version and the upstream versions it is compatible with.
+    Version,
+}
+
+#[derive(clap::Args)]
+struct Files {
+    /// Manifest file (YAML or JSON, several documents allowed); `-` reads standard input.
+    #[arg(short = 'f', long = "filename", value_name = "FILE", required = true)]
+    files: Vec<String>,
+}
+
+#[derive(clap::Args)]
+struct RuleOptions {
+    /// KubeRay feature gates, e.g. `RayJobDeletionPolicy=false,RayClusterMTLS=true`.
+    #[arg(
+        long,
+        value_name = "GATES",
+        default_value = "",
+        env = "RAYGATE_FEATURE_GATES"
+    )]
+    feature_gates: FeatureGates,
+    /// Which controller runs the Ray objects: raygate's own reconciler rejects features it
+    /// does not implement (autoscaler, GCS fault tolerance, …).
+    #[arg(long, value_enum, default_value_t = Reconciler::Kuberay, env = "RAYGATE_RECONCILER")]
+    reconciler: Reconciler,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Reconciler {
+    /// raygate's lightweight reconciler.
+    Raygate,
+    /// The KubeRay operator.
+    Kuberay,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ValidateOutput {
+    /// kubectl-style lines.
+    Text,
+    /// One JSON array of reports.
+    Json,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ObjectOutput {
+    /// YAML documents.
+    Yaml,
+    /// JSON (a `List` when there are several objects).
+    Json,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(EXIT_UNREADABLE)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<u8> {
+    match cli.command {
+        Command::Validate {
+            files,
+            output,
+            rules,
+        } => validate(&files.files, output, &rules.context()),
+        Command::Podgroup { files, output } => podgroups(&files.files, output),
+        Command::Crds { write } => crds(write),
+        Command::Version => {
+            println!(
+                "raygate {} (ray.io/v1 compatible with KubeRay v1.7, Volcano scheduling.volcano.sh/v1beta1)",
+                env!("CARGO_PKG_VERSION")
+            );
+            Ok(EXIT_VALID)
+        }
+    }
+}
+
+impl RuleOptions {
+    fn context(&self) -> ValidationContext {
+        ValidationContext {
+            gates: self.feature_gates.clone(),
+            reconciler: match self.reconciler {
+                Reconciler::Raygate => ReconcilerKind::Raygate,
+                Reconciler::Kuberay => ReconcilerKind::Kuberay,
+            },
+        }
+    }
+}
+
+/// Every object of every input, or the code for unreadable input after reporting why.
+fn read_inputs(files: &[String]) -> Result<Vec<(String, Document)>, u8> {
+    let mut documents = Vec::new();
+    let mut unreadable = false;
+    for name in files {
+        let text = match read_text(name) {
+            Ok(text) => text,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                unreadable = true;
+                continue;
+            }
+        };
+        match input::parse_documents(name, &text) {
+            Ok(docs) => documents.extend(docs.into_iter().map(|d| (name.clone(), d))),
+            Err(e) => {
+                eprintln!("error: {e}");
+                unreadable = true;
+            }
+        }
+    }
+    if unreadable {
+        Err(EXIT_UNREADABLE)
+    } else {
+        Ok(documents)
+    }
+}
+
+fn read_text(name: &str) -> Result<String> {
+    if name == "-" {
+        let mut text = String::new();
+        io::stdin()
+            .read_to_string(&mut text)
+            .context("reading standard input")?;
+        Ok(text)
+    } else {
+        fs::read_to_string(name).with_context(|| format!("reading {name}"))
+    }
+}
+
+fn skip_note(source: &str, doc: &Document) {
+    let what = check::type_meta(&doc.value)
+        .map(|(api_version, kind)| format!("{kind} ({api_version})"))
+        .unwrap_or_else(|| "an object without apiVersion/kind".to_string());
+    eprintln!(
+        "note: {source}: document {} is {what}; only ray.io RayJob and RayCluster are checked, skipping",
+        doc.index + 1
+    );
+}
+
+fn validate(files: &[String], output: ValidateOutput, ctx: &ValidationContext) -> Result<u8> {
+    let documents = match read_inputs(files) {
+        Ok(documents) => documents,
+        Err(code) => return Ok(code),
+    };
+    let mut reports = Vec::new();
+    for (source, doc) in &documents {
+        match check::check_object(&doc.value, ctx) {
+            Some(checked) => reports.push(checked.report),
+            None => skip_note(source, doc),
+        }
+    }
+    let mut out = io::stdout().lock();
+    match output {
+        ValidateOutput::Json => {
+            serde_json::to_writer_pretty(&mut out, &reports)?;
+            writeln!(out)?;
+        }
+        ValidateOutput::Text => {
+            for report in &reports {
+                write_text_report(&mut out, report)?;
+            }
+        }
+    }
+    Ok(if reports.iter().all(|r| r.valid) {
+        EXIT_VALID
+    } else {
+        EXIT_INVALID
+    })
+}
+
+/// kubectl's wording: `The RayJob "demo" is invalid:` followed by `* field: message` lines.
+fn write_text_report(out: &mut impl Write, report: &ObjectReport) -> io::Result<()> {
+    let name = report.name.as_deref().unwrap_or("<unnamed>");
+    let resource = format!("{}.ray.io/{name}", report.kind.to_lowercase());
+    let namespace = report
+        .namespace
+        .as_deref()
+        .map(|ns| format!(" -n {ns}"))
+        .unwrap_or_default();
+    if report.valid {
+        writeln!(out, "{resource}{namespace} valid")?;
+    } else {
+        writeln!(out, "The {} {name:?}{namespace} is invalid:", report.kind)?;
+        for finding in report.findings.iter().filter(|f| f.is_error()) {
+            writeln!(out, "* {finding} {}", rule_tag(finding))?;
+        }
+    }
+    for finding in report
+        .findings
+        .iter()
+        .filter(|f| f.severity == Severity::Warning)
+    {
+        writeln!(out, "Warning: {resource}: {finding} {}", rule_tag(finding))?;
+    }
+    Ok(())
+}
+
+fn rule_tag(finding: &Finding) -> String {
+    let compat = serde_json::to_value(finding.compat)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    format!("[{}, compat: {compat}]", finding.rule)
+}
+
+fn podgroups(files: &[String], output: ObjectOutput) -> Result<u8> {
+    let documents = match read_inputs(files) {
+        Ok(documents) => documents,
+        Err(code) => return Ok(code),
+    };
+    let ctx = ValidationContext::default();
+    let mut groups: Vec<PodGroup> = Vec::new();
+    let mut failed = false;
+    for (source, doc) in &documents {
+        let Some(checked) = check::check_object(&doc.value, &ctx) else {
+            skip_note(source, doc);
+            continue;
+        };
+        let report = &checked.report;
+        let key = format!(
+            "{}/{}",
+            report.kind,
+            report.name.as_deref().unwrap_or("<unnamed>")
+        );
+        let result = match &checked.typed {
+            None => {
+                let reasons: Vec<String> = report
+                    .findings
+                    .iter()
+                    .filter(|f| f.is_error())
+                    .map(Finding::to_string)
+                    .collect();
+                eprintln!(
+                    "error: {source}: {key} cannot be read: {}",
+                    reasons.join("; ")
+                );
+                failed = true;
+                continue;
+            }
+            Some(Typed::RayJob(job)) => sizing::ray_job_pod_group(job),
+            Some(Typed::RayCluster(cluster)) => sizing::ray_cluster_pod_group(cluster),
+        };
+        match result {
+            Ok(group) => groups.push(group),
+            Err(sizing::SizingError::OwnedByRayJob { .. }) => {
+                eprintln!(
+                    "note: {source}: {key} was created by a RayJob; its Pods join the RayJob's PodGroup"
+                );
+            }
+            Err(e) => {
+                eprintln!("error: {source}: {key}: {e}");
+                failed = true;
+            }
+        }
+    }
+    let mut out = io::stdout().lock();
+    match output {
+        ObjectOutput::Json => {
+            let value = match groups.as_slice() {
+                [one] => serde_json::to_value(one)?,
+                many => serde_json::json!({"apiVersion": "v1", "kind": "List", "items": many}),
+            };
+            serde_json::to_writer_pretty(&mut out, &value)?;
+            writeln!(out)?;
+        }
+        ObjectOutput::Yaml => {
+            for group in &groups {
+                write!(out, "---\n{}", serde_saphyr::to_string(group)?)?;
+            }
+        }
+    }
+    Ok(if failed { EXIT_INVALID } else { EXIT_VALID })
+}
+
+fn crds(write: Option<PathBuf>) -> Result<u8> {
+    match write {
+        None => print!("{}", crd::render_crds_yaml()),
+        Some(dir) => {
+            fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            for (file, yaml) in crd::crd_files() {
+                let path = dir.join(file);
+                fs::write(&path, yaml).with_context(|| format!("writing {}", path.display()))?;
+                eprintln!("wrote {}", path.display());
+            }
+        }
+    }
+    Ok(EXIT_VALID)
+}

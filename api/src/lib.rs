@@ -13,6 +13,7 @@
 //! patches (reconciler), which touch only the fields raygate owns. Unknown fields therefore
 //! survive every raygate write, whatever version of the types raygate was built with.
 
+pub mod check;
 pub mod crd;
 pub mod features;
 pub mod finding;

@@ -260,11 +260,11 @@ impl fmt::Display for ResourceQuantity {
         }
         let sign = if nanos < 0 { "-" } else { "" };
         let magnitude = nanos.unsigned_abs();
-        let whole = magnitude % (NANO as u128) == 0;
+        let whole = magnitude.is_multiple_of(NANO as u128);
         if self.notation == Notation::BinarySi && whole && magnitude >= 1024 * NANO as u128 {
             let mut value = magnitude / NANO as u128;
             let mut power = 0;
-            while power < 6 && value % 1024 == 0 {
+            while power < 6 && value.is_multiple_of(1024) {
                 value /= 1024;
                 power += 1;
             }
@@ -274,7 +274,7 @@ impl fmt::Display for ResourceQuantity {
         // Decimal: nano-units are 10^-9; move up in steps of 10^3 while exact.
         let mut value = magnitude;
         let mut exponent: i32 = -9;
-        while exponent < 18 && value % 1000 == 0 {
+        while exponent < 18 && value.is_multiple_of(1000) {
             value /= 1000;
             exponent += 3;
         }

@@ -248,7 +248,7 @@ fn pod_group(owner: &ObjectMeta, kind: &str, gang: GangSize) -> Result<PodGroup,
         .transpose()?;
     let mode = label(keys::NETWORK_TOPOLOGY_MODE_LABEL);
     let network_topology =
-        (mode.is_some() || highest_tier_allowed.is_some()).then(|| NetworkTopologySpec {
+        (mode.is_some() || highest_tier_allowed.is_some()).then_some(NetworkTopologySpec {
             mode,
             highest_tier_allowed,
         });

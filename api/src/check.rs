@@ -1,0 +1,283 @@
+//! Checking one manifest object as the API server and raygate's webhook would see it.
+//!
+//! The pipeline is the API server's: prune nulls and apply the CRD's defaults, validate against
+//! the CRD schema, then run KubeRay's rules and raygate's own on the typed object. `ray.io/v1alpha1`
+//! objects are checked against the v1alpha1 schema and then, like the API server does without a
+//! conversion webhook, read as `ray.io/v1`.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::crd;
+use crate::finding::{Compat, Finding};
+use crate::ray::v1::{RayCluster, RayJob};
+use crate::sizing::{self, SizingError};
+use crate::validation::{self, ValidationContext};
+
+/// The Ray kinds raygate validates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RayKind {
+    /// `RayJob`.
+    RayJob,
+    /// `RayCluster`.
+    RayCluster,
+}
+
+/// The served `ray.io` versions.
+pub const RAY_API_VERSIONS: [&str; 2] = ["ray.io/v1", "ray.io/v1alpha1"];
+
+impl RayKind {
+    /// The kind of a manifest object, if raygate validates it.
+    pub fn of(api_version: &str, kind: &str) -> Option<RayKind> {
+        if !RAY_API_VERSIONS.contains(&api_version) {
+            return None;
+        }
+        match kind {
+            "RayJob" => Some(RayKind::RayJob),
+            "RayCluster" => Some(RayKind::RayCluster),
+            _ => None,
+        }
+    }
+}
+
+/// The verdict on one object.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectReport {
+    /// `apiVersion` as written.
+    pub api_version: String,
+    /// `kind` as written.
+    pub kind: String,
+    /// `metadata.namespace`, if written.
+    pub namespace: Option<String>,
+    /// `metadata.name`, if written.
+    pub name: Option<String>,
+    /// Whether the object has no error findings (warnings allowed).
+    pub valid: bool,
+    /// Every broken rule, in evaluation order.
+    pub findings: Vec<Finding>,
+}
+
+/// The object after defaulting, when it could be read as a `ray.io/v1` type.
+#[derive(Clone, Debug)]
+pub enum Typed {
+    /// A RayJob.
+    RayJob(Box<RayJob>),
+    /// A RayCluster.
+    RayCluster(Box<RayCluster>),
+}
+
+/// What checking an object found, and the typed object when schema validation passed.
+#[derive(Clone, Debug)]
+pub struct Checked {
+    /// The verdict.
+    pub report: ObjectReport,
+    /// The defaulted object as `ray.io/v1`; `None` when its schema is broken.
+    pub typed: Option<Typed>,
+}
+
+/// A manifest object's `apiVersion` and `kind`, if both are strings.
+pub fn type_meta(value: &Value) -> Option<(&str, &str)> {
+    Some((
+        value.get("apiVersion")?.as_str()?,
+        value.get("kind")?.as_str()?,
+    ))
+}
+
+fn metadata_str(value: &Value, key: &str) -> Option<String> {
+    value
+        .get("metadata")?
+        .get(key)?
+        .as_str()
+        .map(str::to_string)
+}
+
+/// Checks one object; `None` when it is not a RayJob or RayCluster.
+pub fn check_object(value: &Value, ctx: &ValidationContext) -> Option<Checked> {
+    let (api_version, kind) = type_meta(value)?;
+    let ray_kind = RayKind::of(api_version, kind)?;
+    let mut object = value.clone();
+    if let Value::Object(map) = &mut object {
+        // Go's zero value: an object without `spec` is checked as one with an empty spec.
+        map.entry("spec")
+            .or_insert_with(|| Value::Object(Default::default()));
+    }
+    let mut findings = Vec::new();
+    if let Err(e) = crd::apply_defaults(api_version, kind, &mut object) {
+        findings.push(Finding::error(
+            "schema-defaults",
+            "",
+            e.to_string(),
+            Compat::Kuberay,
+        ));
+    }
+    findings.extend(crd::validate_schema(api_version, kind, &object));
+    let typed = if findings.iter().any(Finding::is_error) {
+        None
+    } else {
+        if let Value::Object(map) = &mut object {
+            map.insert("apiVersion".into(), Value::String("ray.io/v1".into()));
+        }
+        match decode(ray_kind, object) {
+            Ok(typed) => Some(typed),
+            Err(e) => {
+                findings.push(Finding::error("decode", "", e.to_string(), Compat::Kuberay));
+                None
+            }
+        }
+    };
+    if let Some(typed) = &typed {
+        findings.extend(match typed {
+            Typed::RayJob(job) => validation::validate_ray_job(job, ctx),
+            Typed::RayCluster(cluster) => validation::validate_ray_cluster(cluster, ctx),
+        });
+        findings.extend(sizing_findings(typed));
+    }
+    let report = ObjectReport {
+        api_version: api_version.to_string(),
+        kind: kind.to_string(),
+        namespace: metadata_str(value, "namespace"),
+        name: metadata_str(value, "name"),
+        valid: !findings.iter().any(Finding::is_error),
+        findings,
+    };
+    Some(Checked { report, typed })
+}
+
+fn decode(kind: RayKind, object: Value) -> Result<Typed, serde_json::Error> {
+    Ok(match kind {
+        RayKind::RayJob => Typed::RayJob(Box::new(serde_json::from_value(object)?)),
+        RayKind::RayCluster => Typed::RayCluster(Box::new(serde_json::from_value(object)?)),
+    })
+}
+
+/// Quantities that cannot be summed make the gang unsizable: report them where they are.
+fn sizing_findings(typed: &Typed) -> Option<Finding> {
+    let result = match typed {
+        Typed::RayJob(job) => sizing::ray_job_gang(job).map(drop),
+        Typed::RayCluster(cluster) => sizing::cluster_gang(&cluster.spec, "spec").map(drop),
+    };
+    match result {
+        Err(SizingError::Quantity { field, source }) => Some(Finding::error(
+            "resource-quantity",
+            field,
+            source.to_string(),
+            Compat::Kuberay,
+        )),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn check(value: Value) -> Checked {
+        check_object(&value, &ValidationContext::default()).expect("a Ray kind")
+    }
+
+    fn job(spec: Value) -> Value {
+        json!({"apiVersion": "ray.io/v1", "kind": "RayJob",
+               "metadata": {"name": "demo", "namespace": "ml"}, "spec": spec})
+    }
+
+    fn cluster_spec() -> Value {
+        json!({"headGroupSpec": {"template": {"spec": {"containers": [
+            {"name": "head", "image": "rayproject/ray:2.60.0",
+             "resources": {"requests": {"cpu": 1, "memory": "2Gi"}}}]}}},
+               "workerGroupSpecs": [{"groupName": "w", "template": {"spec": {"containers": [
+            {"name": "w", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}}]})
+    }
+
+    #[test]
+    fn other_kinds_are_not_checked() {
+        let ctx = ValidationContext::default();
+        assert!(check_object(&json!({"apiVersion": "v1", "kind": "Pod"}), &ctx).is_none());
+        assert!(
+            check_object(
+                &json!({"apiVersion": "ray.io/v1", "kind": "RayService"}),
+                &ctx
+            )
+            .is_none()
+        );
+        assert!(check_object(&json!({"kind": "RayJob"}), &ctx).is_none());
+    }
+
+    #[test]
+    fn a_valid_job_is_defaulted_before_it_is_read() {
+        let checked = check(job(
+            json!({"entrypoint": "python x.py", "rayClusterSpec": cluster_spec()}),
+        ));
+        assert!(checked.report.valid, "{:?}", checked.report.findings);
+        let Some(Typed::RayJob(job)) = checked.typed else {
+            panic!("not decoded")
+        };
+        assert_eq!(job.spec.submission_mode.as_deref(), Some("K8sJobMode"));
+        let group = &job
+            .spec
+            .ray_cluster_spec
+            .unwrap()
+            .worker_group_specs
+            .unwrap()[0];
+        assert_eq!(
+            (
+                group.replicas,
+                group.min_replicas,
+                group.max_replicas,
+                group.num_of_hosts
+            ),
+            (Some(0), Some(0), Some(i32::MAX), Some(1))
+        );
+        assert_eq!(checked.report.namespace.as_deref(), Some("ml"));
+    }
+
+    #[test]
+    fn schema_errors_stop_before_the_rules() {
+        let checked = check(job(
+            json!({"backoffLimit": "three", "rayClusterSpec": cluster_spec()}),
+        ));
+        assert!(!checked.report.valid);
+        assert!(checked.typed.is_none());
+        assert!(
+            checked
+                .report
+                .findings
+                .iter()
+                .any(|f| f.field == "spec.backoffLimit" && f.is_error())
+        );
+    }
+
+    #[test]
+    fn rule_findings_are_reported_with_kuberays_message() {
+        let checked = check(job(
+            json!({"suspend": true, "rayClusterSpec": cluster_spec()}),
+        ));
+        assert!(!checked.report.valid);
+        assert!(checked.report.findings.iter().any(|f| f.message
+            == "The RayJob spec is invalid: a RayJob with shutdownAfterJobFinishes set to false is not allowed to be suspended"));
+    }
+
+    #[test]
+    fn unsizable_quantities_are_findings() {
+        let mut spec = cluster_spec();
+        spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["resources"]["requests"]
+            ["cpu"] = json!("lots");
+        let checked = check(job(json!({"rayClusterSpec": spec})));
+        assert!(!checked.report.valid);
+        assert!(checked.report.findings.iter().any(|f| f.field
+            == "spec.rayClusterSpec.workerGroupSpecs[0].template.spec.containers[0].resources.requests.cpu"));
+    }
+
+    #[test]
+    fn v1alpha1_objects_are_read_as_v1() {
+        let mut value = job(json!({"entrypoint": "python x.py", "rayClusterSpec": cluster_spec()}));
+        value["apiVersion"] = json!("ray.io/v1alpha1");
+        value["spec"]["rayClusterSpec"]["headGroupSpec"]["rayStartParams"] = json!({});
+        value["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["rayStartParams"] = json!({});
+        let checked = check(value);
+        assert!(checked.report.valid, "{:?}", checked.report.findings);
+        assert_eq!(checked.report.api_version, "ray.io/v1alpha1");
+        assert!(matches!(checked.typed, Some(Typed::RayJob(_))));
+    }
+}
