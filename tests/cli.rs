@@ -64,7 +64,10 @@ fn every_example_behaves_as_its_header_says() {
                 );
             }
         } else {
-            assert!(expected.is_empty(), "{name} is valid but has # expect-error:");
+            assert!(
+                expected.is_empty(),
+                "{name} is valid but has # expect-error:"
+            );
             assert_eq!(
                 output.status.code(),
                 Some(0),
@@ -105,7 +108,14 @@ fn json_output_has_the_documented_shape() {
             .collect();
         assert_eq!(
             keys,
-            ["apiVersion", "findings", "kind", "name", "namespace", "valid"]
+            [
+                "apiVersion",
+                "findings",
+                "kind",
+                "name",
+                "namespace",
+                "valid"
+            ]
         );
     }
     assert_eq!(reports[0]["kind"], "RayJob");
@@ -135,14 +145,25 @@ fn stdin_lists_and_other_kinds() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let reports: Value = serde_json::from_str(&stdout(&output)).unwrap();
     assert_eq!(reports.as_array().unwrap().len(), 1);
-    assert!(stderr(&output).contains("ConfigMap (v1)"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("ConfigMap (v1)"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]
 fn unreadable_input_exits_2_with_a_location() {
-    let output = raygate(&["validate", "-f", "-"], Some("kind: RayJob\nspec: [1, 2\n  x: 1\n"));
+    let output = raygate(
+        &["validate", "-f", "-"],
+        Some("kind: RayJob\nspec: [1, 2\n  x: 1\n"),
+    );
     assert_eq!(output.status.code(), Some(2));
-    assert!(stderr(&output).starts_with("error: -:"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).starts_with("error: -:"),
+        "{}",
+        stderr(&output)
+    );
 
     let output = raygate(&["validate", "-f", "/nonexistent/rayjob.yaml"], None);
     assert_eq!(output.status.code(), Some(2));
@@ -152,7 +173,11 @@ fn unreadable_input_exits_2_with_a_location() {
 #[test]
 fn text_output_reads_like_kubectl() {
     let output = raygate(
-        &["validate", "-f", &example("invalid-rayjob-suspend-without-shutdown.yaml")],
+        &[
+            "validate",
+            "-f",
+            &example("invalid-rayjob-suspend-without-shutdown.yaml"),
+        ],
         None,
     );
     let text = stdout(&output);
@@ -161,7 +186,10 @@ fn text_output_reads_like_kubectl() {
         "{text}"
     );
     let output = raygate(&["validate", "-f", &example("rayjob.yaml")], None);
-    assert_eq!(stdout(&output).lines().next(), Some("rayjob.ray.io/rayjob-sample valid"));
+    assert_eq!(
+        stdout(&output).lines().next(),
+        Some("rayjob.ray.io/rayjob-sample valid")
+    );
 }
 
 #[test]
@@ -200,31 +228,58 @@ fn podgroup_prints_the_gang() {
 #[test]
 fn podgroup_reports_what_cannot_be_sized() {
     let output = raygate(
-        &["podgroup", "-f", &example("invalid-rayjob-backoff-limit-type.yaml")],
+        &[
+            "podgroup",
+            "-f",
+            &example("invalid-rayjob-backoff-limit-type.yaml"),
+        ],
         None,
     );
     assert_eq!(output.status.code(), Some(1));
-    assert!(stderr(&output).contains("RayJob/wordy"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("RayJob/wordy"),
+        "{}",
+        stderr(&output)
+    );
     let selector = "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: shared-job}\nspec:\n  clusterSelector: {ray.io/cluster: shared}\n";
     let output = raygate(&["podgroup", "-f", "-"], Some(selector));
     assert_eq!(output.status.code(), Some(1));
-    assert!(stderr(&output).contains("existing RayCluster"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("existing RayCluster"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]
 fn feature_gates_and_reconciler_change_the_verdict() {
     let job = "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: j}\nspec:\n  entrypoint: x\n  deletionStrategy:\n    deletionRules:\n    - policy: DeleteCluster\n      condition: {jobStatus: SUCCEEDED}\n  rayClusterSpec:\n    enableInTreeAutoscaling: true\n    headGroupSpec:\n      template: {spec: {containers: [{name: h, image: i}]}}\n";
-    assert_eq!(raygate(&["validate", "-f", "-"], Some(job)).status.code(), Some(0));
+    assert_eq!(
+        raygate(&["validate", "-f", "-"], Some(job)).status.code(),
+        Some(0)
+    );
     let gated = raygate(
-        &["validate", "--feature-gates", "RayJobDeletionPolicy=false", "-f", "-"],
+        &[
+            "validate",
+            "--feature-gates",
+            "RayJobDeletionPolicy=false",
+            "-f",
+            "-",
+        ],
         Some(job),
     );
     assert_eq!(gated.status.code(), Some(1));
     assert!(stdout(&gated).contains("RayJobDeletionPolicy feature gate must be enabled"));
-    let own = raygate(&["validate", "--reconciler", "raygate", "-f", "-"], Some(job));
+    let own = raygate(
+        &["validate", "--reconciler", "raygate", "-f", "-"],
+        Some(job),
+    );
     assert_eq!(own.status.code(), Some(1));
     assert!(stdout(&own).contains("compat: raygate"), "{}", stdout(&own));
-    let bad = raygate(&["validate", "--feature-gates", "Nope=true", "-f", "-"], Some(job));
+    let bad = raygate(
+        &["validate", "--feature-gates", "Nope=true", "-f", "-"],
+        Some(job),
+    );
     assert_eq!(bad.status.code(), Some(2));
 }
 

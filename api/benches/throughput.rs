@@ -51,7 +51,8 @@ fn push_cluster(text: &mut String, indent: &str, workers: usize) {
         "      - name: ray-head".to_string(),
         "        image: rayproject/ray:2.60.0".to_string(),
         "        ports: [{containerPort: 8265, name: dashboard}]".to_string(),
-        "        resources: {requests: {cpu: '2', memory: 8Gi}, limits: {cpu: '2', memory: 8Gi}}".to_string(),
+        "        resources: {requests: {cpu: '2', memory: 8Gi}, limits: {cpu: '2', memory: 8Gi}}"
+            .to_string(),
         "workerGroupSpecs:".to_string(),
     ];
     for line in lines {
@@ -70,7 +71,8 @@ fn push_cluster(text: &mut String, indent: &str, workers: usize) {
             "      containers:".to_string(),
             "      - name: ray-worker".to_string(),
             "        image: rayproject/ray:2.60.0-gpu".to_string(),
-            "        resources: {limits: {cpu: '8', memory: 32Gi, nvidia.com/gpu: '1'}}".to_string(),
+            "        resources: {limits: {cpu: '8', memory: 32Gi, nvidia.com/gpu: '1'}}"
+                .to_string(),
         ] {
             text.push_str(indent);
             text.push_str(&line);
