@@ -65,7 +65,8 @@ enum Command {
     },
     /// Print the ray.io CustomResourceDefinitions raygate serves.
     Crds {
-        /// Write one file per CRD into this directory instead of printing them.
+        /// Generate the CRDs from raygate's types and write one file per CRD into this
+        /// directory (how `manifests/crds/` is refreshed), instead of printing them.
         #[arg(long, value_name = "DIR")]
         write: Option<PathBuf>,
     },
@@ -352,7 +353,7 @@ fn crds(write: Option<PathBuf>) -> Result<u8> {
         None => print!("{}", crd::render_crds_yaml()),
         Some(dir) => {
             fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-            for (file, yaml) in crd::crd_files() {
+            for (file, yaml) in crd::generate_crd_files() {
                 let path = dir.join(file);
                 fs::write(&path, yaml).with_context(|| format!("writing {}", path.display()))?;
                 eprintln!("wrote {}", path.display());

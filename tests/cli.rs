@@ -16,9 +16,11 @@ fn raygate(args: &[&str], stdin: Option<&str>) -> Output {
         .spawn()
         .expect("raygate starts");
     let mut pipe = child.stdin.take().expect("stdin is piped");
-    pipe.write_all(stdin.unwrap_or("").as_bytes())
-        .expect("stdin is written");
-    drop(pipe);
+    // raygate may exit (e.g. on a bad flag) before it reads its input.
+    match pipe.write_all(stdin.unwrap_or("").as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => panic!("writing stdin: {e}"),
+        _ => drop(pipe),
+    }
     child.wait_with_output().expect("raygate finishes")
 }
 

@@ -9,12 +9,21 @@ fn crds_dir() -> PathBuf {
 #[test]
 fn committed_crds_match_generated() {
     if std::env::var_os("RAYGATE_WRITE_CRDS").is_some() {
-        for (name, yaml) in raygate_api::crd::crd_files() {
+        for (name, yaml) in raygate_api::crd::generate_crd_files() {
             std::fs::write(crds_dir().join(name), yaml).expect("write CRD");
         }
     }
     let mut stale = Vec::new();
-    for (name, yaml) in raygate_api::crd::crd_files() {
+    let generated = raygate_api::crd::generate_crd_files();
+    assert_eq!(
+        generated.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+        raygate_api::crd::crd_files()
+            .iter()
+            .map(|(name, _)| name)
+            .collect::<Vec<_>>(),
+        "the embedded CRD files must be the generated ones"
+    );
+    for (name, yaml) in generated {
         let path = crds_dir().join(&name);
         match std::fs::read_to_string(&path) {
             Ok(committed) if committed == yaml => {}

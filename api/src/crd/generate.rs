@@ -54,18 +54,51 @@ fn worker_group_path(kind: &str) -> &'static [&'static str] {
 /// Both `ray.io` CRDs (RayCluster, then RayJob), each serving `v1` (storage) and `v1alpha1`
 /// (served, deprecated), conversion strategy `None`, post-processed to KubeRay's style.
 ///
-/// Generated once per process and cloned.
+/// These are the committed files of `manifests/crds/`, embedded in the binary and parsed once
+/// per process: generating them from the types takes seconds (kube-derive's structural-schema
+/// rewrite round-trips the whole schema through serde), far too slow for a CLI start or a
+/// webhook cold start. The `crds` integration test keeps the files equal to
+/// [`generate_crd_files`].
 pub fn ray_crds() -> Vec<CustomResourceDefinition> {
     CRDS.clone()
 }
 
-/// The generated CRDs (schema generation is not cheap: do it once).
+/// The committed CRD files, embedded: `(file name, YAML)`, sorted by file name.
+const COMMITTED: [(&str, &str); 2] = [
+    (
+        "ray.io_rayclusters.yaml",
+        include_str!("../../../manifests/crds/ray.io_rayclusters.yaml"),
+    ),
+    (
+        "ray.io_rayjobs.yaml",
+        include_str!("../../../manifests/crds/ray.io_rayjobs.yaml"),
+    ),
+];
+
+/// The embedded CRDs, parsed once.
 pub(crate) static CRDS: LazyLock<Vec<CustomResourceDefinition>> = LazyLock::new(|| {
+    COMMITTED
+        .iter()
+        .map(|(name, yaml)| {
+            serde_saphyr::from_str::<Value>(yaml)
+                .map_err(|e| e.to_string())
+                .and_then(|v| serde_json::from_value(v).map_err(|e| e.to_string()))
+                .unwrap_or_else(|e| {
+                    // A build-time artefact that does not parse is a packaging bug, not input.
+                    panic!("embedded manifests/crds/{name} is not a CRD: {e}")
+                })
+        })
+        .collect()
+});
+
+/// The CRDs generated from the types (slow: seconds). Only for writing `manifests/crds/` and
+/// for checking that the committed files are current.
+fn generated_crds() -> Vec<CustomResourceDefinition> {
     vec![
         assemble(v1::RayCluster::crd(), v1alpha1::RayCluster::crd()),
         assemble(v1::RayJob::crd(), v1alpha1::RayJob::crd()),
     ]
-});
+}
 
 /// Merges the single-version CRDs kube-derive generates into one two-version CRD.
 fn assemble(
@@ -359,9 +392,10 @@ fn render_one(crd: &CustomResourceDefinition) -> String {
     format!("---\n{body}")
 }
 
-/// The files of `manifests/crds/`: `(file name, YAML)`, sorted by file name.
-pub fn crd_files() -> Vec<(String, String)> {
-    let mut files: Vec<_> = ray_crds()
+/// The files of `manifests/crds/` as the types generate them: `(file name, YAML)`, sorted by
+/// file name. Slow (seconds); what `raygate crds --write` writes.
+pub fn generate_crd_files() -> Vec<(String, String)> {
+    let mut files: Vec<_> = generated_crds()
         .iter()
         .map(|crd| (file_name(crd), render_one(crd)))
         .collect();
@@ -369,8 +403,16 @@ pub fn crd_files() -> Vec<(String, String)> {
     files
 }
 
+/// The committed files of `manifests/crds/` embedded in this build: `(file name, YAML)`.
+pub fn crd_files() -> Vec<(String, String)> {
+    COMMITTED
+        .iter()
+        .map(|(name, yaml)| ((*name).to_owned(), (*yaml).to_owned()))
+        .collect()
+}
+
 /// All CRDs as one multi-document YAML stream (what `raygate crds` prints), in the order of
 /// [`crd_files`].
 pub fn render_crds_yaml() -> String {
-    crd_files().into_iter().map(|(_, yaml)| yaml).collect()
+    COMMITTED.iter().map(|(_, yaml)| *yaml).collect()
 }

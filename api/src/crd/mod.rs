@@ -45,7 +45,7 @@ mod validate;
 
 use schemars::{Schema, SchemaGenerator, json_schema};
 
-pub use generate::{crd_files, ray_crds, render_crds_yaml};
+pub use generate::{crd_files, generate_crd_files, ray_crds, render_crds_yaml};
 pub use pattern::{CONDITION_REASON_PATTERN, CONDITION_TYPE_PATTERN, QUANTITY_PATTERN};
 pub use quantity::is_quantity;
 pub use validate::validate_schema;
