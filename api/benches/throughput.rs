@@ -11,6 +11,11 @@ use raygate_api::check::{Typed, check_object};
 use raygate_api::input::parse_documents;
 use raygate_api::sizing;
 use raygate_api::validation::ValidationContext;
+use serde_json::Value;
+
+/// The same allocator as the `raygate` binary.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const OBJECTS: usize = 10_000;
 const RUNS: usize = 7;
@@ -81,12 +86,14 @@ fn push_cluster(text: &mut String, indent: &str, workers: usize) {
     }
 }
 
-fn measure(name: &str, mut run: impl FnMut() -> usize) {
+/// Runs `run` on a fresh input from `setup` (untimed) `RUNS` times; prints objects/s.
+fn measure<T>(name: &str, mut setup: impl FnMut() -> T, mut run: impl FnMut(T) -> usize) {
     let mut rates: Vec<f64> = Vec::with_capacity(RUNS);
     let mut elapsed = Duration::ZERO;
     for _ in 0..RUNS {
+        let input = setup();
         let start = Instant::now();
-        let objects = black_box(run());
+        let objects = black_box(run(input));
         let took = start.elapsed();
         elapsed += took;
         assert_eq!(objects, OBJECTS, "{name}: every object must be processed");
@@ -94,7 +101,7 @@ fn measure(name: &str, mut run: impl FnMut() -> usize) {
     }
     rates.sort_by(f64::total_cmp);
     println!(
-        "{name:<32} median {:>9.0} objects/s   (min {:>9.0}, max {:>9.0}; {RUNS} runs, {:.2} s)",
+        "{name:<34} median {:>8.0} objects/s  (min {:>8.0}, max {:>8.0}; {RUNS} runs, {:.2} s)",
         rates[RUNS / 2],
         rates[0],
         rates[RUNS - 1],
@@ -102,8 +109,21 @@ fn measure(name: &str, mut run: impl FnMut() -> usize) {
     );
 }
 
+/// Checks and sizes every object; counts those that are valid and sized.
+fn check_and_size(values: Vec<Value>, ctx: &ValidationContext) -> usize {
+    values
+        .into_iter()
+        .filter_map(|value| check_object(value, ctx))
+        .filter(|c| match &c.typed {
+            Some(Typed::RayJob(job)) => sizing::ray_job_pod_group(job).is_ok(),
+            Some(Typed::RayCluster(cluster)) => sizing::ray_cluster_pod_group(cluster).is_ok(),
+            None => false,
+        })
+        .count()
+}
+
 fn main() {
-    let text = manifest();
+    let yaml = manifest();
     let ctx = ValidationContext::default();
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -114,43 +134,62 @@ fn main() {
                 .map(|m| m.trim().to_string())
         })
         .unwrap_or_else(|| "unknown CPU".into());
+    let values: Vec<Value> = parse_documents("bench.yaml", &yaml)
+        .expect("benchmark manifest parses")
+        .into_iter()
+        .map(|d| d.value)
+        .collect();
+    assert_eq!(values.len(), OBJECTS);
+    let json: String = values.iter().map(|v| format!("{v}\n")).collect();
     println!(
-        "{OBJECTS} objects ({} MiB of YAML), one thread, {cpu}, {} logical CPUs",
-        text.len() / (1024 * 1024),
+        "{OBJECTS} objects ({:.1} MiB as YAML, {:.1} MiB as JSON), one thread, {cpu}, {} logical CPUs",
+        yaml.len() as f64 / 1048576.0,
+        json.len() as f64 / 1048576.0,
         std::thread::available_parallelism().map_or(0, usize::from)
     );
-    let docs = parse_documents("bench.yaml", &text).expect("benchmark manifest parses");
-    assert_eq!(docs.len(), OBJECTS);
 
-    measure("parse YAML", || {
-        parse_documents("bench.yaml", &text).map_or(0, |d| d.len())
-    });
-    measure("check (defaults+schema+rules)", || {
-        docs.iter()
-            .filter(|d| check_object(&d.value, &ctx).is_some_and(|c| c.report.valid))
-            .count()
-    });
-    measure("check + PodGroup sizing", || {
-        docs.iter()
-            .filter_map(|d| check_object(&d.value, &ctx))
-            .filter(|c| match &c.typed {
-                Some(Typed::RayJob(job)) => sizing::ray_job_pod_group(job).is_ok(),
-                Some(Typed::RayCluster(cluster)) => sizing::ray_cluster_pod_group(cluster).is_ok(),
-                None => false,
+    measure(
+        "check + sizing (parsed objects)",
+        || values.clone(),
+        |values| check_and_size(values, &ctx),
+    );
+    measure(
+        "check only (parsed objects)",
+        || values.clone(),
+        |values| {
+            values
+                .into_iter()
+                .filter_map(|v| check_object(v, &ctx))
+                .filter(|c| c.report.valid)
+                .count()
+        },
+    );
+    measure(
+        "parse JSON",
+        || (),
+        |()| parse_documents("bench.json", &json).map_or(0, |d| d.len()),
+    );
+    measure(
+        "parse YAML",
+        || (),
+        |()| parse_documents("bench.yaml", &yaml).map_or(0, |d| d.len()),
+    );
+    measure(
+        "JSON file: parse + check + sizing",
+        || (),
+        |()| {
+            parse_documents("bench.json", &json).map_or(0, |d| {
+                check_and_size(d.into_iter().map(|d| d.value).collect(), &ctx)
             })
-            .count()
-    });
-    measure("parse + check + sizing", || {
-        let Ok(docs) = parse_documents("bench.yaml", &text) else {
-            return 0;
-        };
-        docs.iter()
-            .filter_map(|d| check_object(&d.value, &ctx))
-            .filter(|c| match &c.typed {
-                Some(Typed::RayJob(job)) => sizing::ray_job_pod_group(job).is_ok(),
-                Some(Typed::RayCluster(cluster)) => sizing::ray_cluster_pod_group(cluster).is_ok(),
-                None => false,
+        },
+    );
+    measure(
+        "YAML file: parse + check + sizing",
+        || (),
+        |()| {
+            parse_documents("bench.yaml", &yaml).map_or(0, |d| {
+                check_and_size(d.into_iter().map(|d| d.value).collect(), &ctx)
             })
-            .count()
-    });
+        },
+    );
 }

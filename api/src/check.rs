@@ -92,16 +92,20 @@ fn metadata_str(value: &Value, key: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Checks one object; `None` when it is not a RayJob or RayCluster.
-pub fn check_object(value: &Value, ctx: &ValidationContext) -> Option<Checked> {
-    let (api_version, kind) = type_meta(value)?;
+/// Checks one object; `None` when it is not a RayJob or RayCluster. Takes the object by value:
+/// defaulting rewrites it in place, and a copy per object would dominate bulk validation.
+pub fn check_object(mut object: Value, ctx: &ValidationContext) -> Option<Checked> {
+    let (api_version, kind) = type_meta(&object)?;
     let ray_kind = RayKind::of(api_version, kind)?;
-    let mut object = value.clone();
+    let (api_version, kind) = (api_version.to_string(), kind.to_string());
+    let namespace = metadata_str(&object, "namespace");
+    let name = metadata_str(&object, "name");
     if let Value::Object(map) = &mut object {
         // Go's zero value: an object without `spec` is checked as one with an empty spec.
         map.entry("spec")
             .or_insert_with(|| Value::Object(Default::default()));
     }
+    let (api_version, kind) = (api_version.as_str(), kind.as_str());
     let mut findings = Vec::new();
     if let Err(e) = crd::apply_defaults(api_version, kind, &mut object) {
         findings.push(Finding::error(
@@ -136,8 +140,8 @@ pub fn check_object(value: &Value, ctx: &ValidationContext) -> Option<Checked> {
     let report = ObjectReport {
         api_version: api_version.to_string(),
         kind: kind.to_string(),
-        namespace: metadata_str(value, "namespace"),
-        name: metadata_str(value, "name"),
+        namespace,
+        name,
         valid: !findings.iter().any(Finding::is_error),
         findings,
     };
@@ -174,7 +178,7 @@ mod tests {
     use serde_json::json;
 
     fn check(value: Value) -> Checked {
-        check_object(&value, &ValidationContext::default()).expect("a Ray kind")
+        check_object(value, &ValidationContext::default()).expect("a Ray kind")
     }
 
     fn job(spec: Value) -> Value {
@@ -193,15 +197,15 @@ mod tests {
     #[test]
     fn other_kinds_are_not_checked() {
         let ctx = ValidationContext::default();
-        assert!(check_object(&json!({"apiVersion": "v1", "kind": "Pod"}), &ctx).is_none());
+        assert!(check_object(json!({"apiVersion": "v1", "kind": "Pod"}), &ctx).is_none());
         assert!(
             check_object(
-                &json!({"apiVersion": "ray.io/v1", "kind": "RayService"}),
+                json!({"apiVersion": "ray.io/v1", "kind": "RayService"}),
                 &ctx
             )
             .is_none()
         );
-        assert!(check_object(&json!({"kind": "RayJob"}), &ctx).is_none());
+        assert!(check_object(json!({"kind": "RayJob"}), &ctx).is_none());
     }
 
     #[test]

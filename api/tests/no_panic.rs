@@ -72,7 +72,7 @@ fn ray_object() -> impl Strategy<Value = Value> {
 
 fn check_everything(value: &Value) {
     for ctx in contexts() {
-        if let Some(checked) = check_object(value, &ctx) {
+        if let Some(checked) = check_object(value.clone(), &ctx) {
             assert_eq!(
                 checked.report.valid,
                 !checked.report.findings.iter().any(|f| f.is_error())
