@@ -22,12 +22,17 @@ pub(crate) fn json_type(value: &Value) -> &'static str {
 pub(crate) fn prune_nulls(value: &mut Value, schema: &Node) {
     match value {
         Value::Object(map) => {
-            map.retain(|key, child| match schema.member(key) {
-                Some(s) => !(child.is_null() && !s.nullable && s.default.is_none()),
-                None => true,
-            });
+            // `retain` rebuilds the map; almost no object holds a null, so look first.
+            if map.values().any(Value::is_null) {
+                map.retain(|key, child| match schema.member(key) {
+                    Some(s) => !(child.is_null() && !s.nullable && s.default.is_none()),
+                    None => true,
+                });
+            }
             for (key, child) in map.iter_mut() {
-                if let Some(s) = schema.member(key) {
+                if matches!(child, Value::Object(_) | Value::Array(_))
+                    && let Some(s) = schema.member(key)
+                {
                     prune_nulls(child, s);
                 }
             }
