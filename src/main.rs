@@ -35,8 +35,8 @@ const EXIT_UNREADABLE: u8 = 2;
     name = "raygate",
     version,
     about = "Runs KubeRay RayJobs and RayClusters on the Volcano batch scheduler",
-    long_about = "raygate validates Ray workloads the way KubeRay v1.7 does (and more), sizes their \
-                  Volcano PodGroups, and (as a service) onboards namespaces onto Volcano."
+    long_about = "raygate validates Ray workloads the way KubeRay v1.7 does (and more) and sizes \
+                  the Volcano PodGroups that gang-schedule them."
 )]
 struct Cli {
     #[command(subcommand)]
