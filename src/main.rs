@@ -15,7 +15,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use raygate_api::check::{self, ObjectReport, Typed};
+use raygate_api::check::{self, ObjectReport};
 use raygate_api::features::FeatureGates;
 use raygate_api::finding::{Finding, Severity};
 use raygate_api::input::{self, Document};
@@ -306,23 +306,19 @@ fn podgroups(files: &[String], output: ObjectOutput) -> Result<u8> {
             report.kind,
             report.name.as_deref().unwrap_or("<unnamed>")
         );
-        let result = match &checked.typed {
-            None => {
-                let reasons: Vec<String> = report
-                    .findings
-                    .iter()
-                    .filter(|f| f.is_error())
-                    .map(Finding::to_string)
-                    .collect();
-                eprintln!(
-                    "error: {source}: {key} cannot be read: {}",
-                    reasons.join("; ")
-                );
-                failed = true;
-                continue;
-            }
-            Some(Typed::RayJob(job)) => sizing::ray_job_pod_group(job),
-            Some(Typed::RayCluster(cluster)) => sizing::ray_cluster_pod_group(cluster),
+        let Some(result) = checked.pod_group() else {
+            let reasons: Vec<String> = report
+                .findings
+                .iter()
+                .filter(|f| f.is_error())
+                .map(Finding::to_string)
+                .collect();
+            eprintln!(
+                "error: {source}: {key} cannot be read: {}",
+                reasons.join("; ")
+            );
+            failed = true;
+            continue;
         };
         match result {
             Ok(group) => groups.push(group),

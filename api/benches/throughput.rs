@@ -1,15 +1,15 @@
 //! Validation + sizing throughput on a 10,000-object manifest, single-threaded.
 //!
-//! Run with `cargo bench -p raygate-api --bench throughput`. Prints, per phase, the median
+//! Run with `cargo bench -p raygate-api --bench throughput` (`RAYGATE_BENCH_ONLY=<phase>` to
+//! run one phase). Prints, per phase, the median
 //! objects per second over several runs with the fastest and slowest run, so the phases can be
 //! compared side by side on the same machine in the same run.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use raygate_api::check::{Typed, check_object};
+use raygate_api::check::check_object;
 use raygate_api::input::parse_documents;
-use raygate_api::sizing;
 use raygate_api::validation::ValidationContext;
 use serde_json::Value;
 
@@ -86,8 +86,12 @@ fn push_cluster(text: &mut String, indent: &str, workers: usize) {
     }
 }
 
-/// Runs `run` on a fresh input from `setup` (untimed) `RUNS` times; prints objects/s.
+/// Runs `run` on a fresh input from `setup` (untimed) `RUNS` times; prints objects/s. Only
+/// phases whose name contains `$RAYGATE_BENCH_ONLY` run (handy under a profiler).
 fn measure<T>(name: &str, mut setup: impl FnMut() -> T, mut run: impl FnMut(T) -> usize) {
+    if std::env::var("RAYGATE_BENCH_ONLY").is_ok_and(|only| !name.contains(&only)) {
+        return;
+    }
     let mut rates: Vec<f64> = Vec::with_capacity(RUNS);
     let mut elapsed = Duration::ZERO;
     for _ in 0..RUNS {
@@ -114,11 +118,7 @@ fn check_and_size(values: Vec<Value>, ctx: &ValidationContext) -> usize {
     values
         .into_iter()
         .filter_map(|value| check_object(value, ctx))
-        .filter(|c| match &c.typed {
-            Some(Typed::RayJob(job)) => sizing::ray_job_pod_group(job).is_ok(),
-            Some(Typed::RayCluster(cluster)) => sizing::ray_cluster_pod_group(cluster).is_ok(),
-            None => false,
-        })
+        .filter(|c| c.pod_group().is_some_and(|pg| pg.is_ok()))
         .count()
 }
 

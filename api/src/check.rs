@@ -11,8 +11,9 @@ use serde_json::Value;
 use crate::crd;
 use crate::finding::{Compat, Finding};
 use crate::ray::v1::{RayCluster, RayJob};
-use crate::sizing::{self, SizingError};
+use crate::sizing::{self, GangSize, SizingError};
 use crate::validation::{self, ValidationContext};
+use crate::volcano::PodGroup;
 
 /// The Ray kinds raygate validates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +75,23 @@ pub struct Checked {
     pub report: ObjectReport,
     /// The defaulted object as `ray.io/v1`; `None` when its schema is broken.
     pub typed: Option<Typed>,
+    /// The object's gang, sized while checking; `None` when there is no typed object.
+    pub gang: Option<Result<GangSize, SizingError>>,
+}
+
+impl Checked {
+    /// The PodGroup that gang-schedules the object, from the gang sized while checking;
+    /// `None` when the object could not be read.
+    pub fn pod_group(&self) -> Option<Result<PodGroup, SizingError>> {
+        let gang = match self.gang.as_ref()? {
+            Ok(gang) => gang.clone(),
+            Err(e) => return Some(Err(e.clone())),
+        };
+        Some(match self.typed.as_ref()? {
+            Typed::RayJob(job) => sizing::ray_job_pod_group_of_size(job, gang),
+            Typed::RayCluster(cluster) => sizing::ray_cluster_pod_group_of_size(cluster, gang),
+        })
+    }
 }
 
 /// A manifest object's `apiVersion` and `kind`, if both are strings.
@@ -130,13 +148,18 @@ pub fn check_object(mut object: Value, ctx: &ValidationContext) -> Option<Checke
             }
         }
     };
-    if let Some(typed) = &typed {
+    let gang = typed.as_ref().map(|typed| {
         findings.extend(match typed {
             Typed::RayJob(job) => validation::validate_ray_job(job, ctx),
             Typed::RayCluster(cluster) => validation::validate_ray_cluster(cluster, ctx),
         });
-        findings.extend(sizing_findings(typed));
-    }
+        let gang = match typed {
+            Typed::RayJob(job) => sizing::ray_job_gang(job),
+            Typed::RayCluster(cluster) => sizing::cluster_gang(&cluster.spec, "spec"),
+        };
+        findings.extend(sizing_finding(&gang));
+        gang
+    });
     let report = ObjectReport {
         api_version: api_version.to_string(),
         kind: kind.to_string(),
@@ -145,7 +168,11 @@ pub fn check_object(mut object: Value, ctx: &ValidationContext) -> Option<Checke
         valid: !findings.iter().any(Finding::is_error),
         findings,
     };
-    Some(Checked { report, typed })
+    Some(Checked {
+        report,
+        typed,
+        gang,
+    })
 }
 
 fn decode(kind: RayKind, object: Value) -> Result<Typed, serde_json::Error> {
@@ -156,15 +183,11 @@ fn decode(kind: RayKind, object: Value) -> Result<Typed, serde_json::Error> {
 }
 
 /// Quantities that cannot be summed make the gang unsizable: report them where they are.
-fn sizing_findings(typed: &Typed) -> Option<Finding> {
-    let result = match typed {
-        Typed::RayJob(job) => sizing::ray_job_gang(job).map(drop),
-        Typed::RayCluster(cluster) => sizing::cluster_gang(&cluster.spec, "spec").map(drop),
-    };
-    match result {
+fn sizing_finding(gang: &Result<GangSize, SizingError>) -> Option<Finding> {
+    match gang {
         Err(SizingError::Quantity { field, source }) => Some(Finding::error(
             "resource-quantity",
-            field,
+            field.clone(),
             source.to_string(),
             Compat::Kuberay,
         )),
@@ -260,6 +283,25 @@ mod tests {
         assert!(!checked.report.valid);
         assert!(checked.report.findings.iter().any(|f| f.message
             == "The RayJob spec is invalid: a RayJob with shutdownAfterJobFinishes set to false is not allowed to be suspended"));
+    }
+
+    #[test]
+    fn the_pod_group_reuses_the_gang_sized_while_checking() {
+        let checked = check(job(json!({"rayClusterSpec": cluster_spec()})));
+        let Some(Typed::RayJob(rayjob)) = &checked.typed else {
+            panic!("not decoded")
+        };
+        let from_check = checked.pod_group().expect("typed").expect("sized");
+        assert_eq!(from_check, sizing::ray_job_pod_group(rayjob).unwrap());
+        assert_eq!(from_check.spec.min_member, Some(1));
+
+        let selector = check(job(json!({"clusterSelector": {"ray.io/cluster": "shared"}})));
+        assert!(matches!(
+            selector.pod_group(),
+            Some(Err(SizingError::ClusterSelector(_)))
+        ));
+        let broken = check(job(json!({"backoffLimit": "x"})));
+        assert!(broken.pod_group().is_none());
     }
 
     #[test]

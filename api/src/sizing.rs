@@ -207,12 +207,24 @@ fn object_key(meta: &ObjectMeta) -> String {
 
 /// The PodGroup that gang-schedules a RayJob.
 pub fn ray_job_pod_group(job: &RayJob) -> Result<PodGroup, SizingError> {
-    let gang = ray_job_gang(job)?;
+    ray_job_pod_group_of_size(job, ray_job_gang(job)?)
+}
+
+/// The PodGroup of a RayJob whose gang is already known (see [`ray_job_gang`]).
+pub fn ray_job_pod_group_of_size(job: &RayJob, gang: GangSize) -> Result<PodGroup, SizingError> {
     pod_group(job.meta(), "RayJob", gang)
 }
 
 /// The PodGroup of a standalone RayCluster; clusters created by a RayJob have none of their own.
 pub fn ray_cluster_pod_group(cluster: &RayCluster) -> Result<PodGroup, SizingError> {
+    ray_cluster_pod_group_of_size(cluster, cluster_gang(&cluster.spec, "spec")?)
+}
+
+/// The PodGroup of a standalone RayCluster whose gang is already known (see [`cluster_gang`]).
+pub fn ray_cluster_pod_group_of_size(
+    cluster: &RayCluster,
+    gang: GangSize,
+) -> Result<PodGroup, SizingError> {
     let labels = cluster.meta().labels.as_ref();
     let label = |key: &str| labels.and_then(|l| l.get(key)).filter(|v| !v.is_empty());
     if label(keys::ORIGINATED_FROM_CRD_LABEL).map(String::as_str) == Some("RayJob")
@@ -223,7 +235,6 @@ pub fn ray_cluster_pod_group(cluster: &RayCluster) -> Result<PodGroup, SizingErr
             job: job.clone(),
         });
     }
-    let gang = cluster_gang(&cluster.spec, "spec")?;
     pod_group(cluster.meta(), "RayCluster", gang)
 }
 

@@ -1,6 +1,6 @@
 //! The CRD schemas compiled once into a compact tree for fast defaulting and validation.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::LazyLock;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
@@ -68,7 +68,9 @@ pub(crate) struct Rule {
 #[derive(Debug, Clone)]
 pub(crate) struct Node {
     pub(crate) ty: Ty,
-    pub(crate) properties: HashMap<String, Node>,
+    /// Looked up once per member of every checked object: FxHash, not SipHash (the table is
+    /// fixed, so hash flooding through input keys cannot degrade it).
+    pub(crate) properties: FxHashMap<String, Node>,
     pub(crate) additional: Option<Box<Node>>,
     pub(crate) items: Option<Box<Node>>,
     pub(crate) required: Vec<String>,
@@ -94,7 +96,7 @@ pub(crate) struct Node {
 
 impl Node {
     pub(crate) fn compile(s: &JSONSchemaProps) -> Self {
-        let properties: HashMap<String, Node> = s
+        let properties: FxHashMap<String, Node> = s
             .properties
             .iter()
             .flatten()
