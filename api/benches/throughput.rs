@@ -174,22 +174,15 @@ fn main() {
         || (),
         |()| parse_documents("bench.yaml", &yaml).map_or(0, |d| d.len()),
     );
-    measure(
-        "JSON file: parse + check + sizing",
-        || (),
-        |()| {
-            parse_documents("bench.json", &json).map_or(0, |d| {
-                check_and_size(d.into_iter().map(|d| d.value).collect(), &ctx)
-            })
-        },
-    );
-    measure(
-        "YAML file: parse + check + sizing",
-        || (),
-        |()| {
-            parse_documents("bench.yaml", &yaml).map_or(0, |d| {
-                check_and_size(d.into_iter().map(|d| d.value).collect(), &ctx)
-            })
-        },
-    );
+    for (format, name, text) in [("JSON", "bench.json", &json), ("YAML", "bench.yaml", &yaml)] {
+        measure(
+            &format!("{format} file: parse + check + sizing"),
+            || (),
+            |()| {
+                parse_documents(name, text).map_or(0, |d| {
+                    check_and_size(d.into_iter().map(|d| d.value).collect(), &ctx)
+                })
+            },
+        );
+    }
 }

@@ -87,32 +87,41 @@ fn matches_qualified_name(value: &str) -> bool {
 
 /// `IsDNS1035Label`.
 pub fn is_dns1035_label(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > DNS_LABEL_MAX_LENGTH {
-        errs.push(max_len_error(DNS_LABEL_MAX_LENGTH));
-    }
-    if !matches_dns_label(value, true) {
-        errs.push(regex_error(
-            DNS1035_LABEL_ERR_MSG,
-            DNS1035_LABEL_FMT,
-            &["my-name", "abc-123"],
-        ));
-    }
-    errs
+    dns_label_errors(
+        value,
+        true,
+        DNS1035_LABEL_ERR_MSG,
+        DNS1035_LABEL_FMT,
+        &["my-name", "abc-123"],
+    )
 }
 
 /// `IsDNS1123Label`.
 pub fn is_dns1123_label(value: &str) -> Vec<String> {
+    dns_label_errors(
+        value,
+        false,
+        DNS1123_LABEL_ERR_MSG,
+        DNS1123_LABEL_FMT,
+        &["my-name", "123-abc"],
+    )
+}
+
+/// The two DNS label checks differ only in whether the first character must be a letter and
+/// in their messages.
+fn dns_label_errors(
+    value: &str,
+    alpha_first: bool,
+    message: &str,
+    format: &str,
+    examples: &[&str],
+) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > DNS_LABEL_MAX_LENGTH {
         errs.push(max_len_error(DNS_LABEL_MAX_LENGTH));
     }
-    if !matches_dns_label(value, false) {
-        errs.push(regex_error(
-            DNS1123_LABEL_ERR_MSG,
-            DNS1123_LABEL_FMT,
-            &["my-name", "123-abc"],
-        ));
+    if !matches_dns_label(value, alpha_first) {
+        errs.push(regex_error(message, format, examples));
     }
     errs
 }
