@@ -1,0 +1,94 @@
+//! The environment started by `tests/env/control-plane up`, as its env file describes it.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+/// How to bring the environment up and run these tests; part of every "not up" panic.
+const HOW_TO_RUN: &str = "start the environment with `tests/env/control-plane up`, then run the \
+     tests inside its network namespace: `tests/env/control-plane exec -- cargo test -p raygate-e2e` \
+     (tests/run does both)";
+
+/// The variables of `$RAYGATE_STATE/env` (`export KEY=VALUE` lines).
+#[derive(Clone, Debug)]
+pub struct Env {
+    vars: BTreeMap<String, String>,
+}
+
+impl Env {
+    /// Reads `${RAYGATE_STATE:-/tmp/raygate-e2e}/env`.
+    ///
+    /// # Panics
+    /// When the environment is not up, or this process does not run inside its network
+    /// namespace (every address is inside it), with a message saying how to run the tests.
+    pub fn load() -> Env {
+        let state = std::env::var("RAYGATE_STATE").unwrap_or_else(|_| "/tmp/raygate-e2e".into());
+        let path = Path::new(&state).join("env");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!("the test environment is not up ({}: {e}): {HOW_TO_RUN}", path.display())
+        });
+        let vars: BTreeMap<String, String> = text
+            .lines()
+            .filter_map(|line| line.strip_prefix("export "))
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let env = Env { vars };
+        let netns = env.var("RAYGATE_NETNS");
+        let ours = std::fs::metadata("/proc/self/ns/net").map(|m| m.ino());
+        let theirs = std::fs::metadata(format!("/var/run/netns/{netns}")).map(|m| m.ino());
+        match (ours, theirs) {
+            (Ok(a), Ok(b)) if a == b => env,
+            (_, Err(e)) => panic!("network namespace {netns} does not exist ({e}): {HOW_TO_RUN}"),
+            _ => panic!(
+                "this test process is not inside network namespace {netns}, where every address \
+                 of the environment lives: {HOW_TO_RUN}"
+            ),
+        }
+    }
+
+    /// One variable of the env file.
+    ///
+    /// # Panics
+    /// When the env file does not define it (an `up` of another version wrote it).
+    pub fn var(&self, key: &str) -> &str {
+        self.vars.get(key).map(String::as_str).unwrap_or_else(|| {
+            panic!("the environment's env file has no {key}; restart it with tests/env/control-plane down && up")
+        })
+    }
+
+    /// The admin kubeconfig (`system:masters`).
+    pub fn kubeconfig(&self) -> PathBuf {
+        PathBuf::from(self.var("KUBECONFIG"))
+    }
+
+    /// The Ray dashboard / Jobs API base URL, `http://127.0.0.1:8265`.
+    pub fn ray_dashboard(&self) -> &str {
+        self.var("RAYGATE_RAY_DASHBOARD")
+    }
+
+    /// Names of the kwok fake nodes.
+    pub fn kwok_nodes(&self) -> Vec<String> {
+        self.var("RAYGATE_KWOK_NODES").split(',').map(str::to_string).collect()
+    }
+
+    /// A client configuration for the admin kubeconfig.
+    ///
+    /// # Panics
+    /// When the kubeconfig cannot be read or used.
+    pub async fn kube_config(&self) -> kube::Config {
+        let path = self.kubeconfig();
+        let kubeconfig = Kubeconfig::read_from(&path)
+            .unwrap_or_else(|e| panic!("reading kubeconfig {}: {e}", path.display()));
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .unwrap_or_else(|e| panic!("using kubeconfig {}: {e}", path.display()))
+    }
+
+    /// A client of the environment's API server, as the admin user.
+    pub async fn client(&self) -> kube::Client {
+        kube::Client::try_from(self.kube_config().await).expect("a kube client from the admin kubeconfig")
+    }
+}

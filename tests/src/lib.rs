@@ -1,0 +1,24 @@
+//! raygate's end-to-end test harness: the real control plane of `tests/env` seen from Rust.
+//!
+//! Tests using it run inside the environment's network namespace:
+//!
+//! ```sh
+//! tests/env/control-plane up
+//! tests/env/control-plane exec -- cargo test -p raygate-e2e
+//! ```
+//!
+//! * [`Env`] reads the environment file `control-plane up` writes and builds a `kube::Client`;
+//! * [`TestNamespace`] is a fresh Kubernetes namespace per test, deleted when dropped, with
+//!   [`TestNamespace::wait_for`] to poll a condition and dump the namespace when it times out;
+//! * [`ray::Dashboard`] talks to the Ray head's Jobs API;
+//! * [`raygate`] runs raygate's own binary;
+//! * [`runner`] holds the pure parts of the `submitter-runner` binary.
+
+pub mod env;
+pub mod namespace;
+pub mod ray;
+pub mod raygate;
+pub mod runner;
+
+pub use env::Env;
+pub use namespace::TestNamespace;
