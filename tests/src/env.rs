@@ -27,7 +27,10 @@ impl Env {
         let state = std::env::var("RAYGATE_STATE").unwrap_or_else(|_| "/tmp/raygate-e2e".into());
         let path = Path::new(&state).join("env");
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!("the test environment is not up ({}: {e}): {HOW_TO_RUN}", path.display())
+            panic!(
+                "the test environment is not up ({}: {e}): {HOW_TO_RUN}",
+                path.display()
+            )
         });
         let vars: BTreeMap<String, String> = text
             .lines()
@@ -71,7 +74,10 @@ impl Env {
 
     /// Names of the kwok fake nodes.
     pub fn kwok_nodes(&self) -> Vec<String> {
-        self.var("RAYGATE_KWOK_NODES").split(',').map(str::to_string).collect()
+        self.var("RAYGATE_KWOK_NODES")
+            .split(',')
+            .map(str::to_string)
+            .collect()
     }
 
     /// A client configuration for the admin kubeconfig.
@@ -89,6 +95,7 @@ impl Env {
 
     /// A client of the environment's API server, as the admin user.
     pub async fn client(&self) -> kube::Client {
-        kube::Client::try_from(self.kube_config().await).expect("a kube client from the admin kubeconfig")
+        kube::Client::try_from(self.kube_config().await)
+            .expect("a kube client from the admin kubeconfig")
     }
 }

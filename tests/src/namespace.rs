@@ -37,12 +37,13 @@ impl TestNamespace {
     /// As [`TestNamespace::new`].
     pub async fn with_labels(env: &Env, prefix: &str, labels: &[(&str, &str)]) -> TestNamespace {
         let config = env.kube_config().await;
-        let client = Client::try_from(config.clone()).expect("a kube client from the admin kubeconfig");
+        let client =
+            Client::try_from(config.clone()).expect("a kube client from the admin kubeconfig");
         let name = unique_name(prefix);
         let namespace = Namespace {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
-                labels: Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+                labels: Some(self::labels(labels)),
                 ..ObjectMeta::default()
             },
             ..Namespace::default()
@@ -51,11 +52,17 @@ impl TestNamespace {
             .create(&PostParams::default(), &namespace)
             .await
             .unwrap_or_else(|e| panic!("creating namespace {name}: {e}"));
-        let ns = TestNamespace { name, client, config };
+        let ns = TestNamespace {
+            name,
+            client,
+            config,
+        };
         let accounts: Api<ServiceAccount> = ns.api();
-        ns.wait_for("the namespace's default ServiceAccount", Duration::from_secs(60), || async {
-            Ok(accounts.get_opt("default").await?)
-        })
+        ns.wait_for(
+            "the namespace's default ServiceAccount",
+            Duration::from_secs(60),
+            || async { Ok(accounts.get_opt("default").await?) },
+        )
         .await;
         ns
     }
@@ -99,7 +106,9 @@ impl TestNamespace {
                 Err(e) => last_error = Some(format!("{e:#}")),
             }
             if start.elapsed() >= timeout {
-                let error = last_error.map(|e| format!("\nlast error: {e}")).unwrap_or_default();
+                let error = last_error
+                    .map(|e| format!("\nlast error: {e}"))
+                    .unwrap_or_default();
                 panic!(
                     "timed out after {timeout:?} waiting for {what} (namespace {}){error}\n{}",
                     self.name,
@@ -172,7 +181,10 @@ impl TestNamespace {
                 let _ = writeln!(out, "events:");
                 let mut events = events.items;
                 events.sort_by_key(|e| {
-                    e.last_timestamp.clone().map(|t| t.0).or(e.event_time.clone().map(|t| t.0))
+                    e.last_timestamp
+                        .clone()
+                        .map(|t| t.0)
+                        .or(e.event_time.clone().map(|t| t.0))
                 });
                 for e in events {
                     let _ = writeln!(
@@ -201,18 +213,30 @@ impl Drop for TestNamespace {
         let name = self.name.clone();
         let config = self.config.clone();
         let deleted = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
             runtime.block_on(async {
                 let client = Client::try_from(config)?;
-                Api::<Namespace>::all(client).delete(&name, &DeleteParams::background()).await?;
-                anyhow::Ok(())
+                match Api::<Namespace>::all(client)
+                    .delete(&name, &DeleteParams::background())
+                    .await
+                {
+                    // The test deleted it itself.
+                    Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+                    Err(e) => Err(e.into()),
+                    Ok(_) => anyhow::Ok(()),
+                }
             })
         })
         .join();
         match deleted {
             Ok(Ok(())) => {}
             Ok(Err(e)) => eprintln!("deleting test namespace {}: {e:#}", self.name),
-            Err(_) => eprintln!("deleting test namespace {}: the deleting thread panicked", self.name),
+            Err(_) => eprintln!(
+                "deleting test namespace {}: the deleting thread panicked",
+                self.name
+            ),
         }
     }
 }
@@ -220,7 +244,10 @@ impl Drop for TestNamespace {
 /// `<prefix>-<time><pid><counter>` in hex, cut to a valid namespace name (63 characters).
 fn unique_name(prefix: &str) -> String {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
     let suffix = format!(
         "{:x}{:x}{:x}",
         nanos,
@@ -238,7 +265,10 @@ fn unique_name(prefix: &str) -> String {
 
 /// Labels as the map Kubernetes objects carry.
 pub fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 #[cfg(test)]
@@ -252,7 +282,11 @@ mod tests {
         assert_ne!(a, b);
         for n in [&a, &b, &unique_name(&"x".repeat(100))] {
             assert!(n.len() <= 63, "{n}");
-            assert!(n.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'), "{n}");
+            assert!(
+                n.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
+                "{n}"
+            );
             assert!(!n.starts_with('-') && !n.ends_with('-'), "{n}");
         }
         assert!(a.starts_with("smoke-api-test-"), "{a}");

@@ -23,7 +23,8 @@ pub struct Response {
 impl Response {
     /// The body parsed as JSON.
     pub fn json(&self) -> anyhow::Result<Value> {
-        serde_json::from_str(&self.body).with_context(|| format!("not JSON (HTTP {}): {}", self.status, self.body))
+        serde_json::from_str(&self.body)
+            .with_context(|| format!("not JSON (HTTP {}): {}", self.status, self.body))
     }
 }
 
@@ -43,7 +44,9 @@ impl Dashboard {
             .strip_prefix("http://")
             .unwrap_or_else(|| panic!("Ray dashboard address {base} is not http://host:port"))
             .trim_end_matches('/');
-        Dashboard { authority: authority.to_string() }
+        Dashboard {
+            authority: authority.to_string(),
+        }
     }
 
     /// `GET path`.
@@ -58,14 +61,22 @@ impl Dashboard {
 
     /// Submits `entrypoint` as job `submission_id` (`POST /api/jobs/`).
     pub async fn submit(&self, submission_id: &str, entrypoint: &str) -> anyhow::Result<Response> {
-        self.post("/api/jobs/", &json!({"entrypoint": entrypoint, "submission_id": submission_id})).await
+        self.post(
+            "/api/jobs/",
+            &json!({"entrypoint": entrypoint, "submission_id": submission_id}),
+        )
+        .await
     }
 
     /// The job's details (`GET /api/jobs/<id>`); an error unless HTTP 200.
     pub async fn job(&self, submission_id: &str) -> anyhow::Result<Value> {
         let answer = self.get(&format!("/api/jobs/{submission_id}")).await?;
         if answer.status != 200 {
-            bail!("GET /api/jobs/{submission_id}: HTTP {}: {}", answer.status, answer.body);
+            bail!(
+                "GET /api/jobs/{submission_id}: HTTP {}: {}",
+                answer.status,
+                answer.body
+            );
         }
         answer.json()
     }
@@ -74,15 +85,23 @@ impl Dashboard {
     /// `None` while it is not.
     pub async fn terminal_job(&self, submission_id: &str) -> anyhow::Result<Option<Value>> {
         let job = self.job(submission_id).await?;
-        let terminal = matches!(job["status"].as_str(), Some("SUCCEEDED" | "FAILED" | "STOPPED"));
+        let terminal = matches!(
+            job["status"].as_str(),
+            Some("SUCCEEDED" | "FAILED" | "STOPPED")
+        );
         Ok(terminal.then_some(job))
     }
 
-    async fn request(&self, method: &str, path: &str, body: Option<&Value>) -> anyhow::Result<Response> {
+    async fn request(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> anyhow::Result<Response> {
         let exchange = async {
-            let mut stream = TcpStream::connect(&self.authority)
-                .await
-                .with_context(|| format!("connecting to the Ray dashboard at {}", self.authority))?;
+            let mut stream = TcpStream::connect(&self.authority).await.with_context(|| {
+                format!("connecting to the Ray dashboard at {}", self.authority)
+            })?;
             let body = body.map(Value::to_string).unwrap_or_default();
             let request = format!(
                 "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAccept: */*\r\n\
@@ -104,7 +123,10 @@ impl Dashboard {
 
 /// Parses a complete HTTP/1.1 response (read until the server closed the connection).
 fn parse_response(raw: &[u8]) -> anyhow::Result<Response> {
-    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").context("no end of headers in the answer")?;
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .context("no end of headers in the answer")?;
     let head = String::from_utf8_lossy(&raw[..split]);
     let mut body = raw[split + 4..].to_vec();
     let mut lines = head.lines();
@@ -121,17 +143,29 @@ fn parse_response(raw: &[u8]) -> anyhow::Result<Response> {
     if chunked {
         body = dechunk(&body)?;
     }
-    Ok(Response { status, body: String::from_utf8_lossy(&body).into_owned() })
+    Ok(Response {
+        status,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    })
 }
 
 /// Decodes a `Transfer-Encoding: chunked` body.
 fn dechunk(mut data: &[u8]) -> anyhow::Result<Vec<u8>> {
     let mut out = Vec::new();
     loop {
-        let eol = data.windows(2).position(|w| w == b"\r\n").context("chunk size line without CRLF")?;
+        let eol = data
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .context("chunk size line without CRLF")?;
         let size_text = String::from_utf8_lossy(&data[..eol]);
-        let size_text = size_text.split(';').next().unwrap_or_default().trim().to_string();
-        let size = usize::from_str_radix(&size_text, 16).with_context(|| format!("bad chunk size {size_text:?}"))?;
+        let size_text = size_text
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        let size = usize::from_str_radix(&size_text, 16)
+            .with_context(|| format!("bad chunk size {size_text:?}"))?;
         data = &data[eol + 2..];
         if size == 0 {
             return Ok(out);
@@ -156,7 +190,10 @@ mod tests {
             b"HTTP/1.1 500 Internal Server Error\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nalre\r\n7;x=y\r\nady exi\r\n0\r\n\r\n",
         )
         .unwrap();
-        assert_eq!((chunked.status, chunked.body.as_str()), (500, "already exi"));
+        assert_eq!(
+            (chunked.status, chunked.body.as_str()),
+            (500, "already exi")
+        );
         assert!(parse_response(b"HTTP/1.1 200 OK\r\n").is_err());
     }
 }

@@ -18,7 +18,12 @@ pub fn binary() -> PathBuf {
     let profile_dir = exe
         .parent()
         .and_then(|deps| deps.parent())
-        .unwrap_or_else(|| panic!("test executable {} is not in <target>/<profile>/deps", exe.display()));
+        .unwrap_or_else(|| {
+            panic!(
+                "test executable {} is not in <target>/<profile>/deps",
+                exe.display()
+            )
+        });
     let raygate = profile_dir.join("raygate");
     assert!(
         raygate.is_file(),

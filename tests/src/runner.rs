@@ -77,7 +77,11 @@ pub fn invocation(pod: &Pod, dashboard: &str) -> Result<Invocation, String> {
         ));
     }
     let program = words.next().unwrap_or_default();
-    Ok(Invocation { program, args: words.collect(), env })
+    Ok(Invocation {
+        program,
+        args: words.collect(),
+        env,
+    })
 }
 
 /// `RAY_DASHBOARD_ADDRESS` for the environment's head: `http://host:port` when the original had
@@ -104,7 +108,9 @@ pub fn rewrite_dashboard(text: &str, dashboard: &str) -> String {
             let host_len = tail
                 .find(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_'))
                 .unwrap_or(tail.len());
-            let port = tail[host_len..].strip_prefix(':')?.strip_prefix(DASHBOARD_PORT)?;
+            let port = tail[host_len..]
+                .strip_prefix(':')?
+                .strip_prefix(DASHBOARD_PORT)?;
             let ends = port.chars().next().is_none_or(|c| !c.is_ascii_digit());
             (host_len > 0 && ends).then(|| candidate.len() - port.len())
         });
@@ -134,7 +140,8 @@ pub fn expand(text: &str, vars: &BTreeMap<String, String>) -> String {
         if let Some(after) = tail.strip_prefix("$$") {
             out.push('$');
             rest = after;
-        } else if let Some((name, after)) = tail.strip_prefix("$(").and_then(|t| t.split_once(')')) {
+        } else if let Some((name, after)) = tail.strip_prefix("$(").and_then(|t| t.split_once(')'))
+        {
             match vars.get(name) {
                 Some(value) => out.push_str(value),
                 None => out.push_str(&tail[..tail.len() - after.len()]),
@@ -163,11 +170,24 @@ mod tests {
     #[test]
     fn rewrites_only_dashboard_addresses() {
         assert_eq!(
-            rewrite_dashboard("ray job submit --address http://rc-head-svc.ns.svc.cluster.local:8265 -- x", HEAD),
+            rewrite_dashboard(
+                "ray job submit --address http://rc-head-svc.ns.svc.cluster.local:8265 -- x",
+                HEAD
+            ),
             "ray job submit --address http://127.0.0.1:8265 -- x"
         );
-        assert_eq!(rewrite_dashboard("https://h:8265/api", HEAD), "http://127.0.0.1:8265/api");
-        for unchanged in ["http://h:82650", "http://h:8266", "http:", "see http", "h:8265", "http://:8265"] {
+        assert_eq!(
+            rewrite_dashboard("https://h:8265/api", HEAD),
+            "http://127.0.0.1:8265/api"
+        );
+        for unchanged in [
+            "http://h:82650",
+            "http://h:8266",
+            "http:",
+            "see http",
+            "h:8265",
+            "http://:8265",
+        ] {
             assert_eq!(rewrite_dashboard(unchanged, HEAD), unchanged);
         }
     }
@@ -214,10 +234,17 @@ mod tests {
     #[test]
     fn refuses_what_it_cannot_run() {
         let no_command: Pod =
-            serde_json::from_value(json!({"spec": {"containers": [{"name": "c", "args": ["x"]}]}})).unwrap();
-        assert!(invocation(&no_command, HEAD).unwrap_err().contains("no command"));
-        let secret: Pod = serde_json::from_value(json!({"spec": {"containers": [{"name": "c", "command": ["x"],
-            "env": [{"name": "T", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}]}}))
+            serde_json::from_value(json!({"spec": {"containers": [{"name": "c", "args": ["x"]}]}}))
+                .unwrap();
+        assert!(
+            invocation(&no_command, HEAD)
+                .unwrap_err()
+                .contains("no command")
+        );
+        let secret: Pod = serde_json::from_value(
+            json!({"spec": {"containers": [{"name": "c", "command": ["x"],
+            "env": [{"name": "T", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}]}}),
+        )
         .unwrap();
         assert!(invocation(&secret, HEAD).unwrap_err().contains("valueFrom"));
         assert!(!owned_by_job(&secret));

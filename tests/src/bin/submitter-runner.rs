@@ -30,8 +30,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};
 use raygate_e2e::runner::{self, RAN_ANNOTATION};
 use serde_json::json;
@@ -58,9 +58,14 @@ fn parse_args() -> anyhow::Result<Args> {
             "--ray-venv" => &mut ray_venv,
             "--dashboard" => &mut dashboard,
             "--health-address" => &mut health_address,
-            other => bail!("unknown argument {other:?} (flags: --kubeconfig --ray-venv --dashboard --health-address)"),
+            other => bail!(
+                "unknown argument {other:?} (flags: --kubeconfig --ray-venv --dashboard --health-address)"
+            ),
         };
-        *slot = Some(args.next().with_context(|| format!("{flag} needs a value"))?);
+        *slot = Some(
+            args.next()
+                .with_context(|| format!("{flag} needs a value"))?,
+        );
     }
     Ok(Args {
         kubeconfig: kubeconfig.context("--kubeconfig is required")?.into(),
@@ -93,7 +98,9 @@ impl Runner {
         if pod.metadata.deletion_timestamp.is_some() || !runner::owned_by_job(&pod) {
             return;
         }
-        let Some(uid) = pod.metadata.uid.clone() else { return };
+        let Some(uid) = pod.metadata.uid.clone() else {
+            return;
+        };
         if !self.taken.lock().expect("taken set").insert(uid) {
             return;
         }
@@ -111,7 +118,9 @@ impl Runner {
         let name = pod.name_any();
         let pods: Api<Pod> = Api::namespaced(self.pods.clone().into_client(), &namespace);
         let outcome = if pod.annotations().contains_key(RAN_ANNOTATION) {
-            eprintln!("{namespace}/{name}: already started by an earlier runner; marking it Failed");
+            eprintln!(
+                "{namespace}/{name}: already started by an earlier runner; marking it Failed"
+            );
             Outcome {
                 exit_code: 137,
                 reason: "Error",
@@ -136,10 +145,12 @@ impl Runner {
             .map(|c| c.name.clone())
             .unwrap_or_default();
         let finished = Time(Timestamp::now());
-        let phase = if outcome.exit_code == 0 { "Succeeded" } else { "Failed" };
-        let not_ready = |type_: &str| {
-            json!({"type": type_, "status": "False", "reason": "PodCompleted", "lastTransitionTime": finished})
+        let phase = if outcome.exit_code == 0 {
+            "Succeeded"
+        } else {
+            "Failed"
         };
+        let not_ready = |type_: &str| json!({"type": type_, "status": "False", "reason": "PodCompleted", "lastTransitionTime": finished});
         let status = json!({"status": {
             "phase": phase,
             "conditions": [not_ready("Ready"), not_ready("ContainersReady")],
@@ -168,10 +179,18 @@ impl Runner {
         let invocation = match runner::invocation(pod, &self.dashboard) {
             Ok(invocation) => invocation,
             Err(message) => {
-                return Outcome { exit_code: 128, reason: "ContainerCannotRun", message: Some(message), started_at };
+                return Outcome {
+                    exit_code: 128,
+                    reason: "ContainerCannotRun",
+                    message: Some(message),
+                    started_at,
+                };
             }
         };
-        eprintln!("{namespace}/{name}: running {} {:?}", invocation.program, invocation.args);
+        eprintln!(
+            "{namespace}/{name}: running {} {:?}",
+            invocation.program, invocation.args
+        );
         let path = format!(
             "{}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             self.ray_venv.display()
@@ -180,7 +199,10 @@ impl Runner {
             .args(&invocation.args)
             .env_clear()
             .env("PATH", path)
-            .env("HOME", std::env::var("HOME").unwrap_or_else(|_| "/tmp".into()))
+            .env(
+                "HOME",
+                std::env::var("HOME").unwrap_or_else(|_| "/tmp".into()),
+            )
             .env("VIRTUAL_ENV", &self.ray_venv)
             .env("RAY_USAGE_STATS_ENABLED", "0")
             .env("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -216,7 +238,12 @@ impl Runner {
                     .unwrap_or_else(|| 128 + output.status.signal().unwrap_or(0));
                 let message = (exit_code != 0).then(|| tail(&log, 2048));
                 let reason = if exit_code == 0 { "Completed" } else { "Error" };
-                Outcome { exit_code, reason, message, started_at }
+                Outcome {
+                    exit_code,
+                    reason,
+                    message,
+                    started_at,
+                }
             }
         }
     }
@@ -235,7 +262,9 @@ fn tail(text: &str, max: usize) -> String {
 /// Answers `GET /healthz` with `ok` once `ready` is set (503 before).
 async fn serve_health(listener: TcpListener, ready: Arc<AtomicBool>) {
     loop {
-        let Ok((mut socket, _)) = listener.accept().await else { continue };
+        let Ok((mut socket, _)) = listener.accept().await else {
+            continue;
+        };
         let ready = Arc::clone(&ready);
         tokio::spawn(async move {
             let mut request = [0u8; 1024];
@@ -255,7 +284,8 @@ async fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
     let kubeconfig = Kubeconfig::read_from(&args.kubeconfig)
         .with_context(|| format!("reading {}", args.kubeconfig.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    let config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
     let client = Client::try_from(config)?;
     let listener = TcpListener::bind(&args.health_address)
         .await
@@ -270,9 +300,12 @@ async fn main() -> anyhow::Result<()> {
         dashboard: args.dashboard,
         taken: Mutex::new(HashSet::new()),
     });
-    let mut events = watcher::watcher(pods, watcher::Config::default().fields("status.phase=Running"))
-        .default_backoff()
-        .boxed();
+    let mut events = watcher::watcher(
+        pods,
+        watcher::Config::default().fields("status.phase=Running"),
+    )
+    .default_backoff()
+    .boxed();
     eprintln!("submitter-runner: watching Running pods owned by Jobs");
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     loop {
