@@ -138,12 +138,6 @@ impl Runner {
             "{namespace}/{name}: exit code {} ({})",
             outcome.exit_code, outcome.reason
         );
-        let container = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.containers.first())
-            .map(|c| c.name.clone())
-            .unwrap_or_default();
         let finished = Time(Timestamp::now());
         let phase = if outcome.exit_code == 0 {
             "Succeeded"
@@ -151,21 +145,19 @@ impl Runner {
             "Failed"
         };
         let not_ready = |type_: &str| json!({"type": type_, "status": "False", "reason": "PodCompleted", "lastTransitionTime": finished});
+        let terminated = json!({"terminated": {
+            "exitCode": outcome.exit_code,
+            "reason": outcome.reason,
+            "message": outcome.message,
+            "startedAt": Time(outcome.started_at),
+            "finishedAt": finished,
+        }});
+        // containerStatuses is replaced as a whole by any patch: keep the other containers'
+        // entries (and container 0's image) as kwok wrote them.
         let status = json!({"status": {
             "phase": phase,
             "conditions": [not_ready("Ready"), not_ready("ContainersReady")],
-            "containerStatuses": [{
-                "name": container,
-                "ready": false,
-                "started": false,
-                "state": {"running": null, "terminated": {
-                    "exitCode": outcome.exit_code,
-                    "reason": outcome.reason,
-                    "message": outcome.message,
-                    "startedAt": Time(outcome.started_at),
-                    "finishedAt": finished,
-                }},
-            }],
+            "containerStatuses": container_statuses(&pod, terminated),
         }});
         pods.patch_status(&name, &PatchParams::default(), &Patch::Strategic(&status))
             .await
@@ -247,6 +239,34 @@ impl Runner {
             }
         }
     }
+}
+
+/// The pod's container statuses with container 0 in state `state`, not ready.
+fn container_statuses(pod: &Pod, state: serde_json::Value) -> serde_json::Value {
+    let spec = pod.spec.clone().unwrap_or_default();
+    let current = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.clone())
+        .unwrap_or_default();
+    let mut statuses = serde_json::to_value(current).unwrap_or_else(|_| json!([]));
+    let first = spec.containers.first();
+    let name = first.map(|c| c.name.clone()).unwrap_or_default();
+    let list = statuses
+        .as_array_mut()
+        .expect("a list serialises to an array");
+    let entry = match list.iter().position(|c| c["name"] == json!(name)) {
+        Some(i) => &mut list[i],
+        None => {
+            let image = first.and_then(|c| c.image.clone()).unwrap_or_default();
+            list.push(json!({"name": name, "image": image, "imageID": "", "restartCount": 0}));
+            list.last_mut().expect("just pushed")
+        }
+    };
+    entry["ready"] = json!(false);
+    entry["started"] = json!(false);
+    entry["state"] = state;
+    statuses
 }
 
 /// The last `max` bytes of `text` (on a character boundary), as the kubelet's

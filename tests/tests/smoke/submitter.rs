@@ -108,6 +108,17 @@ async fn job_running_ray_job_submit_completes() {
     assert_eq!(pods.len(), 1, "{}", ns.dump().await);
     let phase = pods[0].status.as_ref().and_then(|s| s.phase.as_deref());
     assert_eq!((phase, exit_code(&pods[0])), (Some("Succeeded"), Some(0)));
+    let status = &pods[0]
+        .status
+        .as_ref()
+        .unwrap()
+        .container_statuses
+        .as_ref()
+        .unwrap()[0];
+    assert_eq!(
+        (status.name.as_str(), status.image.as_str()),
+        ("submitter", "rayproject/ray:2.60.0")
+    );
 }
 
 #[tokio::test]
