@@ -1,0 +1,111 @@
+//! raygate's `ray.io` CRDs on the real API server, against raygate's offline checks: every valid
+//! example is stored, defaulted exactly as `raygate_api::crd::apply_defaults` defaults it, and
+//! an example the offline schema check rejects is rejected by kube-apiserver with the same
+//! message. Run inside the environment: `tests/env/control-plane exec -- cargo test -p raygate-e2e`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use raygate_api::crd;
+use raygate_api::input::parse_documents;
+use raygate_e2e::{Env, TestNamespace};
+use serde_json::Value;
+
+fn examples() -> Vec<(String, Vec<Value>)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/examples");
+    let mut paths: Vec<PathBuf> = fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        .map(|entry| entry.expect("readable directory entry").path())
+        .filter(|path| path.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|path| {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let text = fs::read_to_string(&path).expect("readable example");
+            let docs = parse_documents(&name, &text).unwrap_or_else(|e| panic!("{e}"));
+            (name, docs.into_iter().map(|d| d.value).collect())
+        })
+        .collect()
+}
+
+fn api_for(ns: &TestNamespace, object: &Value) -> Api<DynamicObject> {
+    let api_version = object["apiVersion"].as_str().expect("apiVersion");
+    let kind = object["kind"].as_str().expect("kind");
+    let (group, version) = api_version.split_once('/').expect("group/version");
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
+    Api::namespaced_with(ns.client(), ns.name(), &resource)
+}
+
+fn dry_run() -> PostParams {
+    PostParams {
+        dry_run: true,
+        field_manager: Some("raygate-e2e".into()),
+    }
+}
+
+async fn create(ns: &TestNamespace, object: &Value) -> Result<DynamicObject, kube::Error> {
+    let mut object = object.clone();
+    object["metadata"]["namespace"] = Value::String(ns.name().to_string());
+    let dynamic: DynamicObject = serde_json::from_value(object).expect("an object");
+    api_for(ns, &serde_json::to_value(&dynamic).unwrap())
+        .create(&dry_run(), &dynamic)
+        .await
+}
+
+#[tokio::test]
+async fn valid_examples_are_stored_and_defaulted_as_raygate_defaults_them() {
+    let env = Env::load();
+    let ns = TestNamespace::new(&env, "crds-valid").await;
+    let mut checked = 0;
+    for (name, objects) in examples() {
+        if name.starts_with("invalid-") {
+            continue;
+        }
+        for object in objects {
+            let stored = create(&ns, &object)
+                .await
+                .unwrap_or_else(|e| panic!("{name}: the API server refused it: {e}"));
+            let mut offline = object.clone();
+            let api_version = object["apiVersion"].as_str().unwrap();
+            let kind = object["kind"].as_str().unwrap();
+            crd::apply_defaults(api_version, kind, &mut offline).expect("known kind");
+            assert_eq!(
+                stored.data["spec"], offline["spec"],
+                "{name}: the API server's defaulted spec differs from raygate's"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 3, "only {checked} valid examples were checked");
+}
+
+#[tokio::test]
+async fn schema_errors_match_the_api_servers_message() {
+    let env = Env::load();
+    let ns = TestNamespace::new(&env, "crds-invalid").await;
+    let (name, objects) = examples()
+        .into_iter()
+        .find(|(name, _)| name == "invalid-rayjob-backoff-limit-type.yaml")
+        .expect("the schema-invalid example exists");
+    let object = &objects[0];
+    let offline = crd::validate_schema("ray.io/v1", "RayJob", object);
+    let finding = offline
+        .iter()
+        .find(|f| f.is_error())
+        .unwrap_or_else(|| panic!("{name}: raygate finds no schema error"));
+    let expected = finding.to_string();
+    match create(&ns, object).await {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 422, "{status:?}");
+            assert!(
+                status.message.contains(&expected),
+                "{name}: the API server says {:?}, raygate says {expected:?}",
+                status.message
+            );
+        }
+        other => panic!("{name}: expected a 422 from the API server, got {other:?}"),
+    }
+}
