@@ -1,0 +1,1 @@
+//! raygate-reconciler (being built).

@@ -1,0 +1,1 @@
+//! raygate-webhook (being built).
