@@ -184,8 +184,8 @@ pub mod rules {
     pub const POLICY_MAX_MIN_RESOURCES_INVALID: &str = "queue-policy-max-min-resources-invalid";
     /// **Error.** `enforcement` other than `Deny` or `Warn`.
     pub const POLICY_ENFORCEMENT_INVALID: &str = "queue-policy-enforcement-invalid";
-    /// **Warning.** `allowedQueues: []` (or `allowedPriorityClasses: []` with a label) allows
-    /// nothing: every Ray object of the selected namespaces is refused.
+    /// **Warning.** `allowedQueues: []` allows no queue: every Ray object of the selected
+    /// namespaces is refused (legitimate to freeze namespaces, but usually a mistake).
     pub const POLICY_ALLOWS_NOTHING: &str = "queue-policy-allows-nothing";
 }
 
@@ -474,4 +474,267 @@ fn unknown_fields(
 
 fn error(rule: &str, field: impl Into<String>, message: impl Into<String>) -> Finding {
     Finding::error(rule, field, message, Compat::Raygate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn selector(value: Value) -> LabelSelector {
+        serde_json::from_value(value).expect("selector")
+    }
+
+    #[test]
+    fn selectors_match_like_kubernetes() {
+        let ns = labels(&[("team", "a"), ("env", "prod")]);
+        let table = [
+            (json!({}), true),
+            (json!({"matchLabels": {"team": "a"}}), true),
+            (json!({"matchLabels": {"team": "b"}}), false),
+            (json!({"matchLabels": {"team": "a", "env": "dev"}}), false),
+            (
+                json!({"matchExpressions": [{"key": "team", "operator": "In", "values": ["a", "b"]}]}),
+                true,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "team", "operator": "In", "values": ["b"]}]}),
+                false,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["b"]}]}),
+                true,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["a"]}]}),
+                false,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "gpu", "operator": "NotIn", "values": ["x"]}]}),
+                true,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "env", "operator": "Exists"}]}),
+                true,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}),
+                false,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]}),
+                true,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "env", "operator": "DoesNotExist"}]}),
+                false,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "env", "operator": "Near"}]}),
+                false,
+            ),
+        ];
+        for (value, expected) in table {
+            assert_eq!(
+                selector_matches(&selector(value.clone()), &ns),
+                expected,
+                "{value}"
+            );
+        }
+    }
+
+    #[test]
+    fn absent_selector_selects_every_namespace_and_matches_sort_by_name() {
+        let all = QueuePolicy::new("z-all", QueuePolicySpec::default());
+        let team_b = QueuePolicy::new(
+            "b",
+            QueuePolicySpec {
+                namespace_selector: Some(selector(json!({"matchLabels": {"team": "b"}}))),
+                ..QueuePolicySpec::default()
+            },
+        );
+        let team_a = QueuePolicy::new(
+            "a",
+            QueuePolicySpec {
+                namespace_selector: Some(selector(json!({"matchLabels": {"team": "a"}}))),
+                ..QueuePolicySpec::default()
+            },
+        );
+        let policies = [all, team_b, team_a];
+        let names: Vec<_> = matching_policies(&policies, &labels(&[("team", "a")]))
+            .iter()
+            .map(|p| p.metadata.name.clone().unwrap_or_default())
+            .collect();
+        assert_eq!(names, ["a", "z-all"]);
+    }
+
+    fn rules_of(object: Value) -> Vec<(String, String)> {
+        validate_queue_policy(&object)
+            .into_iter()
+            .map(|f| (f.rule, f.field))
+            .collect()
+    }
+
+    fn policy(spec: Value) -> Value {
+        json!({"apiVersion": "raygate.io/v1alpha1", "kind": "QueuePolicy",
+               "metadata": {"name": "p"}, "spec": spec})
+    }
+
+    #[test]
+    fn policy_validation_table() {
+        let table: [(Value, Option<(&str, &str)>); 18] = [
+            (
+                policy(json!({"defaultQueue": "a", "allowedQueues": ["a", "b"],
+                              "namespaceSelector": {"matchLabels": {"team": "a"},
+                                  "matchExpressions": [{"key": "env", "operator": "In", "values": ["prod"]}]},
+                              "requireQueue": true, "allowedPriorityClasses": ["high"],
+                              "maxMinMember": 4, "maxMinResources": {"cpu": "8", "nvidia.com/gpu": 2},
+                              "enforcement": "Warn"})),
+                None,
+            ),
+            (policy(json!({})), None),
+            (
+                policy(json!({"defaultQueue": "c", "allowedQueues": ["a"]})),
+                Some((rules::POLICY_DEFAULT_QUEUE_NOT_ALLOWED, "spec.defaultQueue")),
+            ),
+            (
+                policy(json!({"allowedQueue": ["a"]})),
+                Some((rules::POLICY_UNKNOWN_FIELD, "spec.allowedQueue")),
+            ),
+            (
+                json!({"apiVersion": "raygate.io/v1alpha1", "kind": "QueuePolicy", "spec": {}, "extra": 1}),
+                Some((rules::POLICY_UNKNOWN_FIELD, "extra")),
+            ),
+            (
+                policy(json!({"namespaceSelector": {"matchLabel": {"a": "b"}}})),
+                Some((
+                    rules::POLICY_UNKNOWN_FIELD,
+                    "spec.namespaceSelector.matchLabel",
+                )),
+            ),
+            (
+                policy(json!({"namespaceSelector": {"matchLabels": {"bad key!": "b"}}})),
+                Some((
+                    rules::POLICY_SELECTOR_INVALID,
+                    "spec.namespaceSelector.matchLabels",
+                )),
+            ),
+            (
+                policy(json!({"namespaceSelector": {"matchLabels": {"team": "no spaces"}}})),
+                Some((
+                    rules::POLICY_SELECTOR_INVALID,
+                    "spec.namespaceSelector.matchLabels[team]",
+                )),
+            ),
+            (
+                policy(
+                    json!({"namespaceSelector": {"matchExpressions": [{"key": "team", "operator": "Near", "values": ["a"]}]}}),
+                ),
+                Some((
+                    rules::POLICY_SELECTOR_INVALID,
+                    "spec.namespaceSelector.matchExpressions[0].operator",
+                )),
+            ),
+            (
+                policy(
+                    json!({"namespaceSelector": {"matchExpressions": [{"key": "team", "operator": "In"}]}}),
+                ),
+                Some((
+                    rules::POLICY_SELECTOR_INVALID,
+                    "spec.namespaceSelector.matchExpressions[0].values",
+                )),
+            ),
+            (
+                policy(
+                    json!({"namespaceSelector": {"matchExpressions": [{"key": "team", "operator": "Exists", "values": ["a"]}]}}),
+                ),
+                Some((
+                    rules::POLICY_SELECTOR_INVALID,
+                    "spec.namespaceSelector.matchExpressions[0].values",
+                )),
+            ),
+            (
+                policy(
+                    json!({"namespaceSelector": {"matchExpressions": [{"operator": "Exists"}]}}),
+                ),
+                Some((
+                    rules::POLICY_SELECTOR_INVALID,
+                    "spec.namespaceSelector.matchExpressions[0].key",
+                )),
+            ),
+            (
+                policy(json!({"allowedQueues": ["Not_A_Queue"]})),
+                Some((rules::POLICY_QUEUE_NAME_INVALID, "spec.allowedQueues[0]")),
+            ),
+            (
+                policy(json!({"allowedPriorityClasses": ["UPPER"]})),
+                Some((
+                    rules::POLICY_PRIORITY_CLASS_INVALID,
+                    "spec.allowedPriorityClasses[0]",
+                )),
+            ),
+            (
+                policy(json!({"maxMinMember": 0})),
+                Some((rules::POLICY_MAX_MIN_MEMBER_INVALID, "spec.maxMinMember")),
+            ),
+            (
+                policy(json!({"maxMinResources": {"cpu": "-1"}})),
+                Some((
+                    rules::POLICY_MAX_MIN_RESOURCES_INVALID,
+                    "spec.maxMinResources.cpu",
+                )),
+            ),
+            (
+                policy(json!({"maxMinResources": {"cpu": "lots"}})),
+                Some((
+                    rules::POLICY_MAX_MIN_RESOURCES_INVALID,
+                    "spec.maxMinResources.cpu",
+                )),
+            ),
+            (
+                policy(json!({"enforcement": "Audit"})),
+                Some((rules::POLICY_MALFORMED, "spec")),
+            ),
+        ];
+        for (object, expected) in table {
+            let found = rules_of(object.clone());
+            match expected {
+                None => assert!(found.is_empty(), "{object}: {found:?}"),
+                Some((rule, field)) => assert!(
+                    found.contains(&(rule.to_string(), field.to_string())),
+                    "{object}: expected {rule} at {field}, got {found:?}"
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn empty_allow_list_is_a_warning_and_garbage_never_panics() {
+        let findings = validate_queue_policy(&policy(json!({"allowedQueues": []})));
+        assert!(
+            findings
+                .iter()
+                .all(|f| f.rule == rules::POLICY_ALLOWS_NOTHING && !f.is_error()),
+            "{findings:?}"
+        );
+        assert!(!findings.is_empty());
+        for garbage in [
+            json!(null),
+            json!([1, 2]),
+            json!({"spec": 3}),
+            json!({"spec": {"namespaceSelector": []}}),
+            json!({"spec": {"namespaceSelector": {"matchExpressions": [3, {"key": 1, "operator": 2, "values": "x"}]}}}),
+            json!({"spec": {"maxMinMember": "many"}}),
+        ] {
+            let findings = validate_queue_policy(&garbage);
+            assert!(findings.iter().any(Finding::is_error), "{garbage}");
+        }
+    }
 }
