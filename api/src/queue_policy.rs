@@ -162,6 +162,33 @@ impl AsRef<QueuePolicy> for QueuePolicy {
     }
 }
 
+/// Whether a namespace with these labels is opted into Volcano scheduling
+/// (`raygate.io/scheduler=volcano`), the only namespaces a QueuePolicy governs.
+pub fn namespace_opted_in(namespace_labels: &BTreeMap<String, String>) -> bool {
+    namespace_labels
+        .get(crate::keys::NAMESPACE_OPT_IN_LABEL)
+        .map(String::as_str)
+        == Some(crate::keys::NAMESPACE_OPT_IN_VALUE)
+}
+
+/// The status a policy should have, given the labels of every namespace in the cluster:
+/// `observedGeneration` = its generation, `matchedNamespaces` = the opted-in namespaces it
+/// selects. `None` when the current status already says so (nothing to write).
+pub fn desired_status<'a>(
+    policy: &QueuePolicy,
+    namespaces: impl IntoIterator<Item = &'a BTreeMap<String, String>>,
+) -> Option<QueuePolicyStatus> {
+    let matched = namespaces
+        .into_iter()
+        .filter(|labels| namespace_opted_in(labels) && policy.selects(labels))
+        .count();
+    let status = QueuePolicyStatus {
+        observed_generation: policy.metadata.generation,
+        matched_namespaces: Some(i32::try_from(matched).unwrap_or(i32::MAX)),
+    };
+    (policy.status.as_ref() != Some(&status)).then_some(status)
+}
+
 /// Rule names of [`validate_queue_policy`].
 pub mod rules {
     /// **Error.** The object is not a JSON object, or a field has the wrong JSON type.
@@ -573,6 +600,44 @@ mod tests {
             .map(|p| p.metadata.name.clone().unwrap_or_default())
             .collect();
         assert_eq!(names, ["a", "z-all"]);
+    }
+
+    #[test]
+    fn status_counts_opted_in_selected_namespaces_and_is_written_only_on_change() {
+        let opt_in = (
+            crate::keys::NAMESPACE_OPT_IN_LABEL,
+            crate::keys::NAMESPACE_OPT_IN_VALUE,
+        );
+        let namespaces = [
+            labels(&[opt_in, ("team", "a")]),
+            labels(&[opt_in, ("team", "b")]),
+            labels(&[("team", "a")]),
+            labels(&[opt_in]),
+        ];
+        let mut policy = QueuePolicy::new(
+            "p",
+            QueuePolicySpec {
+                namespace_selector: Some(selector(json!({"matchExpressions": [
+                    {"key": "team", "operator": "Exists"}]}))),
+                ..QueuePolicySpec::default()
+            },
+        );
+        policy.metadata.generation = Some(3);
+        let status = desired_status(&policy, &namespaces).expect("no status yet");
+        assert_eq!(status.observed_generation, Some(3));
+        assert_eq!(status.matched_namespaces, Some(2));
+        policy.status = Some(status);
+        assert_eq!(desired_status(&policy, &namespaces), None);
+        policy.metadata.generation = Some(4);
+        assert_eq!(
+            desired_status(&policy, &namespaces).and_then(|s| s.observed_generation),
+            Some(4)
+        );
+        policy.spec.namespace_selector = None;
+        assert_eq!(
+            desired_status(&policy, &namespaces).and_then(|s| s.matched_namespaces),
+            Some(3)
+        );
     }
 
     fn rules_of(object: Value) -> Vec<(String, String)> {

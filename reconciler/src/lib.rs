@@ -1,1 +1,3 @@
 //! raygate-reconciler (being built).
+
+pub mod queue_policy;

@@ -41,7 +41,9 @@ use serde_json::Value;
 use crate::check::{RayKind, type_meta};
 use crate::finding::{Finding, Severity};
 use crate::keys;
-use crate::queue_policy::{QueuePolicy, matching_policies, validate_queue_policy};
+use crate::queue_policy::{
+    QueuePolicy, matching_policies, namespace_opted_in, validate_queue_policy,
+};
 use crate::validation::ValidationContext;
 use crate::volcano::Queue;
 
@@ -159,10 +161,7 @@ pub fn review_ray_object(review: RayObjectReview<'_>) -> Admission {
     let empty = BTreeMap::new();
     let namespace_labels = namespace.labels.as_ref().unwrap_or(&empty);
     let object_labels = rules::labels(&object);
-    let governed = namespace_labels
-        .get(keys::NAMESPACE_OPT_IN_LABEL)
-        .map(String::as_str)
-        == Some(keys::NAMESPACE_OPT_IN_VALUE)
+    let governed = namespace_opted_in(namespace_labels)
         && !(kind == RayKind::RayCluster
             && crate::onboarding::originating_ray_job(&object_labels).is_some());
     let scope = rules::Scope {
