@@ -9,12 +9,15 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kube::{Api, Client};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
+use kube::{Api, Client, ResourceExt};
 use raygate_api::keys;
 use raygate_api::queue_policy::{QueuePolicy, QueuePolicySpec};
+use raygate_api::volcano::Queue;
 use raygate_e2e::{Env, TestNamespace};
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// How long a status or cache change may take to show.
 const SETTLE: Duration = Duration::from_secs(60);
@@ -112,4 +115,436 @@ async fn status_reports_observed_generation_and_matched_namespaces() {
         .await
         .expect("the controller stops on shutdown")
         .expect("the controller task does not panic");
+}
+
+// ------------------------------------------------------------------ admission (raygate webhook)
+
+/// A Queue named `name` with `capability`, once Volcano has opened it.
+async fn open_queue(ns: &TestNamespace, name: &str, capability: serde_json::Value) -> Queue {
+    let queues: Api<Queue> = Api::all(ns.client());
+    let queue: Queue = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": {"weight": 1, "reclaimable": true, "capability": capability},
+    }))
+    .expect("a Queue");
+    queues
+        .create(&PostParams::default(), &queue)
+        .await
+        .unwrap_or_else(|e| panic!("creating queue {name}: {e}"));
+    wait_queue_state(ns, name, "Open").await
+}
+
+async fn wait_queue_state(ns: &TestNamespace, name: &str, state: &str) -> Queue {
+    let queues: Api<Queue> = Api::all(ns.client());
+    ns.wait_for(&format!("queue {name} to be {state}"), SETTLE, || async {
+        let queue = queues.get(name).await?;
+        let current = queue.status.as_ref().and_then(|s| s.state.as_deref());
+        Ok((current == Some(state)).then_some(queue.clone()))
+    })
+    .await
+}
+
+/// Closes `queue` with a `bus.volcano.sh` Command, as `vcctl queue operate -a close` does.
+async fn close_queue(ns: &TestNamespace, queue: &Queue) {
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "bus.volcano.sh",
+        "v1alpha1",
+        "Command",
+    ));
+    let commands: Api<DynamicObject> = Api::namespaced_with(ns.client(), ns.name(), &resource);
+    let owner = json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "name": queue.name_any(), "uid": queue.uid(), "controller": true, "blockOwnerDeletion": true});
+    let command: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "bus.volcano.sh/v1alpha1", "kind": "Command",
+        "metadata": {"generateName": format!("{}-closequeue-", queue.name_any()),
+                     "ownerReferences": [owner]},
+        "target": owner,
+        "action": "CloseQueue",
+    }))
+    .expect("a Command");
+    commands
+        .create(&PostParams::default(), &command)
+        .await
+        .expect("create Command");
+    wait_queue_state(ns, &queue.name_any(), "Closed").await;
+}
+
+async fn delete_queue(client: &Client, name: &str) {
+    let _ = Api::<Queue>::all(client.clone())
+        .delete(name, &DeleteParams::default())
+        .await;
+}
+
+/// A RayJob in HTTPMode (no submitter) handed to MultiKueue, so that no reconciler in the
+/// environment ever touches it: one head and `workers` workers, 1 CPU and 1Gi each.
+fn ray_job(name: &str, queue: Option<&str>, workers: i32) -> Value {
+    let mut job = json!({
+        "apiVersion": "ray.io/v1", "kind": "RayJob",
+        "metadata": {"name": name},
+        "spec": {
+            "entrypoint": "python -c 'print(1)'",
+            "submissionMode": "HTTPMode",
+            "managedBy": keys::MULTIKUEUE_MANAGED_BY,
+            "rayClusterSpec": {
+                "headGroupSpec": {"template": {"spec": {"containers": [
+                    {"name": "ray-head", "image": "rayproject/ray:2.60.0",
+                     "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}},
+                "workerGroupSpecs": [{"groupName": "w", "replicas": workers, "minReplicas": 0,
+                    "maxReplicas": 100, "template": {"spec": {"containers": [
+                    {"name": "ray-worker", "image": "rayproject/ray:2.60.0",
+                     "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}}],
+            },
+        },
+    });
+    if let Some(queue) = queue {
+        job["metadata"]["labels"] = json!({ keys::QUEUE_LABEL: queue });
+    }
+    job
+}
+
+fn ray_jobs(ns: &TestNamespace) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("ray.io", "v1", "RayJob"));
+    Api::namespaced_with(ns.client(), ns.name(), &resource)
+}
+
+/// Creates `object` (a server-side dry run when `dry_run`), returning the stored object or the
+/// API server's message.
+async fn create(ns: &TestNamespace, object: &Value, dry_run: bool) -> Result<Value, String> {
+    let dynamic: DynamicObject = serde_json::from_value(object.clone()).expect("an object");
+    let params = PostParams {
+        dry_run,
+        field_manager: Some("raygate-e2e".into()),
+    };
+    match ray_jobs(ns).create(&params, &dynamic).await {
+        Ok(stored) => Ok(serde_json::to_value(stored).expect("serialisable")),
+        Err(kube::Error::Api(status)) => Err(status.message),
+        Err(e) => Err(format!("transport error: {e}")),
+    }
+}
+
+/// Polls until creating `object` is denied with a message ending in `expected` (the webhook's
+/// caches may lag behind a queue or policy change for a moment). Returns the full message.
+async fn wait_denied(ns: &TestNamespace, object: &Value, expected: &str) -> String {
+    ns.wait_for(
+        &format!("a denial ending in {expected:?}"),
+        SETTLE,
+        || async {
+            match create(ns, object, true).await {
+                Err(message) if message.ends_with(expected) => Ok(Some(message)),
+                Err(message) => anyhow::bail!("denied with another message: {message}"),
+                Ok(_) => anyhow::bail!("admitted"),
+            }
+        },
+    )
+    .await
+}
+
+/// `kubectl <args>` with the admin kubeconfig and `stdin`; (success, stdout, stderr).
+async fn kubectl(env: &Env, args: &[&str], stdin: &Value) -> (bool, String, String) {
+    use tokio::io::AsyncWriteExt;
+    let mut child = tokio::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(env.kubeconfig())
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    let mut input = child.stdin.take().expect("stdin");
+    input
+        .write_all(stdin.to_string().as_bytes())
+        .await
+        .expect("write stdin");
+    drop(input);
+    let output = child.wait_with_output().await.expect("kubectl ends");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+async fn opted_in_namespace(env: &Env, prefix: &str) -> TestNamespace {
+    let ns = TestNamespace::with_labels(
+        env,
+        prefix,
+        &[(keys::NAMESPACE_OPT_IN_LABEL, keys::NAMESPACE_OPT_IN_VALUE)],
+    )
+    .await;
+    label_namespace(&ns.client(), ns.name(), MARKER, Some(ns.name())).await;
+    ns
+}
+
+#[tokio::test]
+async fn closed_queue_is_refused() {
+    let env = Env::load();
+    let ns = opted_in_namespace(&env, "qp-closed").await;
+    let name = format!("{}-closed", ns.name());
+    let queue = open_queue(&ns, &name, json!({})).await;
+    let job = ray_job("closed", Some(&name), 1);
+    // Control: the same RayJob is admitted while the queue is open.
+    ns.wait_for("admission to an open queue", SETTLE, || async {
+        create(&ns, &job, true)
+            .await
+            .map(Some)
+            .map_err(anyhow::Error::msg)
+    })
+    .await;
+    close_queue(&ns, &queue).await;
+    wait_denied(
+        &ns,
+        &job,
+        &format!(
+            "metadata.labels[volcano.sh/queue-name]: queue \"{name}\" is Closed: Volcano admits new PodGroups only to an Open queue; choose another queue or reopen it"
+        ),
+    )
+    .await;
+    delete_queue(&ns.client(), &name).await;
+}
+
+#[tokio::test]
+async fn oversize_gang_is_refused() {
+    let env = Env::load();
+    let ns = opted_in_namespace(&env, "qp-oversize").await;
+    let name = format!("{}-small", ns.name());
+    open_queue(&ns, &name, json!({"cpu": "4", "memory": "64Gi"})).await;
+    // Head + 4 workers: 5 CPUs in a queue capped at 4.
+    let message = wait_denied(
+        &ns,
+        &ray_job("big", Some(&name), 4),
+        &format!(
+            "spec.rayClusterSpec: the gang needs cpu 5 but queue \"{name}\" has capability cpu 4 (1 over): Volcano can never admit this PodGroup; shrink the cluster or choose a bigger queue"
+        ),
+    )
+    .await;
+    assert!(message.contains("denied the request"), "{message}");
+    // Control: head + 3 workers fit exactly.
+    create(&ns, &ray_job("fits", Some(&name), 3), true)
+        .await
+        .expect("a gang at the queue's capability is admitted");
+    delete_queue(&ns.client(), &name).await;
+}
+
+#[tokio::test]
+async fn disallowed_queue_is_refused_and_warn_mode_only_warns() {
+    let env = Env::load();
+    let ns = opted_in_namespace(&env, "qp-allowed").await;
+    let (allowed, other) = (format!("{}-a", ns.name()), format!("{}-b", ns.name()));
+    open_queue(&ns, &allowed, json!({})).await;
+    open_queue(&ns, &other, json!({})).await;
+    let policies: Api<QueuePolicy> = Api::all(ns.client());
+    let policy_name = format!("{}-allowed", ns.name());
+    policies
+        .create(
+            &PostParams::default(),
+            &policy(&policy_name, ns.name(), json!({"allowedQueues": [allowed]})),
+        )
+        .await
+        .expect("create QueuePolicy");
+    let violation = format!(
+        "metadata.labels[volcano.sh/queue-name]: queue \"{other}\" is not allowed in namespace \"{}\" by QueuePolicy \"{policy_name}\" (allowed: {allowed})",
+        ns.name()
+    );
+    let job = ray_job("elsewhere", Some(&other), 1);
+    wait_denied(&ns, &job, &violation).await;
+    create(&ns, &ray_job("here", Some(&allowed), 1), true)
+        .await
+        .expect("the allowed queue is admitted");
+
+    // Audit mode: the same RayJob is admitted, and kubectl shows the violation as a warning.
+    policies
+        .patch(
+            &policy_name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"enforcement": "Warn"}})),
+        )
+        .await
+        .expect("switch the policy to Warn");
+    let mut job = job;
+    job["metadata"]["namespace"] = json!(ns.name());
+    let warning =
+        format!("Warning: {violation} (QueuePolicy \"{policy_name}\" is in Warn mode: admitted)");
+    ns.wait_for("a Warn-mode admission with a warning", SETTLE, || async {
+        let (ok, _, stderr) = kubectl(&env, &["create", "--dry-run=server", "-f", "-"], &job).await;
+        Ok((ok && stderr.contains(&warning)).then_some(()))
+    })
+    .await;
+    policies
+        .delete(&policy_name, &DeleteParams::default())
+        .await
+        .expect("delete QueuePolicy");
+    delete_queue(&ns.client(), &allowed).await;
+    delete_queue(&ns.client(), &other).await;
+}
+
+#[tokio::test]
+async fn queue_label_change_on_a_rayjob_with_a_live_cluster_is_refused() {
+    let env = Env::load();
+    let ns = opted_in_namespace(&env, "qp-relabel").await;
+    let (first, second) = (format!("{}-a", ns.name()), format!("{}-b", ns.name()));
+    open_queue(&ns, &first, json!({})).await;
+    open_queue(&ns, &second, json!({})).await;
+    let jobs = ray_jobs(&ns);
+    let job = ray_job("relabel", Some(&first), 1);
+    ns.wait_for("the RayJob to be created", SETTLE, || async {
+        create(&ns, &job, false)
+            .await
+            .map(Some)
+            .map_err(anyhow::Error::msg)
+    })
+    .await;
+    let relabel =
+        |queue: &str| Patch::Merge(json!({"metadata": {"labels": {keys::QUEUE_LABEL: queue}}}));
+    // Before the reconciler has started it, the queue may still change.
+    jobs.patch("relabel", &PatchParams::default(), &relabel(&second))
+        .await
+        .expect("a RayJob without a cluster may change queue");
+    jobs.patch("relabel", &PatchParams::default(), &relabel(&first))
+        .await
+        .expect("and change back");
+    // What the reconciler writes once the cluster exists, through the status subresource.
+    jobs.patch_status(
+        "relabel",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {
+            "jobDeploymentStatus": "Running", "rayClusterName": "relabel-x7k2p"}})),
+    )
+    .await
+    .expect("set the RayJob's status");
+    match jobs
+        .patch("relabel", &PatchParams::default(), &relabel(&second))
+        .await
+    {
+        Err(kube::Error::Api(status)) => assert!(
+            status.message.ends_with(&format!(
+                "metadata.labels[volcano.sh/queue-name]: cannot change from \"{first}\" to \"{second}\" while the RayJob has a live RayCluster \"relabel-x7k2p\" (status.jobDeploymentStatus Running): its PodGroup keeps the value it was created with; delete and re-create the RayJob to change it"
+            )),
+            "{}",
+            status.message
+        ),
+        other => panic!("the queue change was not refused: {other:?}"),
+    }
+    // Other edits of the running RayJob still pass.
+    jobs.patch(
+        "relabel",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"team": "a"}}})),
+    )
+    .await
+    .expect("an unrelated label change is admitted");
+    delete_queue(&ns.client(), &first).await;
+    delete_queue(&ns.client(), &second).await;
+}
+
+#[tokio::test]
+async fn default_queue_comes_from_the_namespace_then_the_policy() {
+    let env = Env::load();
+    let ns = opted_in_namespace(&env, "qp-default").await;
+    let (annotated, from_policy) = (format!("{}-ns", ns.name()), format!("{}-qp", ns.name()));
+    open_queue(&ns, &annotated, json!({})).await;
+    open_queue(&ns, &from_policy, json!({})).await;
+    let policies: Api<QueuePolicy> = Api::all(ns.client());
+    let policy_name = format!("{}-default", ns.name());
+    policies
+        .create(
+            &PostParams::default(),
+            &policy(
+                &policy_name,
+                ns.name(),
+                json!({"defaultQueue": from_policy}),
+            ),
+        )
+        .await
+        .expect("create QueuePolicy");
+    let queue_of = |stored: &Value| stored["metadata"]["labels"][keys::QUEUE_LABEL].clone();
+    let unlabelled = ray_job("unlabelled", None, 1);
+    ns.wait_for("the policy's default queue", SETTLE, || async {
+        let stored = create(&ns, &unlabelled, true)
+            .await
+            .map_err(anyhow::Error::msg)?;
+        Ok((queue_of(&stored) == json!(from_policy)).then_some(()))
+    })
+    .await;
+    Api::<Namespace>::all(ns.client())
+        .patch(
+            ns.name(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                keys::NAMESPACE_QUEUE_ANNOTATION: annotated}}})),
+        )
+        .await
+        .expect("annotate the namespace");
+    let stored = ns
+        .wait_for("the namespace's default queue", SETTLE, || async {
+            let stored = create(&ns, &unlabelled, false)
+                .await
+                .map_err(anyhow::Error::msg)?;
+            if queue_of(&stored) == json!(annotated) {
+                return Ok(Some(stored));
+            }
+            ray_jobs(&ns)
+                .delete("unlabelled", &DeleteParams::default())
+                .await?;
+            Ok(None)
+        })
+        .await;
+    assert_eq!(queue_of(&stored), json!(annotated));
+    // An explicit label is never replaced.
+    let stored = create(&ns, &ray_job("labelled", Some(&from_policy), 1), true)
+        .await
+        .expect("admitted");
+    assert_eq!(queue_of(&stored), json!(from_policy));
+    policies
+        .delete(&policy_name, &DeleteParams::default())
+        .await
+        .expect("delete QueuePolicy");
+    delete_queue(&ns.client(), &annotated).await;
+    delete_queue(&ns.client(), &from_policy).await;
+}
+
+#[tokio::test]
+async fn invalid_queue_policies_are_refused() {
+    let env = Env::load();
+    let ns = TestNamespace::new(&env, "qp-invalid").await;
+    let policies: Api<QueuePolicy> = Api::all(ns.client());
+    let dry_run = PostParams {
+        dry_run: true,
+        field_manager: None,
+    };
+    let cases = [
+        (
+            json!({"defaultQueue": "c", "allowedQueues": ["a", "b"]}),
+            "spec.defaultQueue: queue \"c\" is not in spec.allowedQueues [a, b]: every object defaulted to it would be denied",
+        ),
+        (
+            json!({"namespaceSelector": {"matchExpressions": [
+                {"key": "team", "operator": "Near", "values": ["a"]}]}}),
+            "spec.namespaceSelector.matchExpressions[0].operator: Unsupported value: \"Near\": supported values: \"In\", \"NotIn\", \"Exists\", \"DoesNotExist\"",
+        ),
+    ];
+    for (spec, expected) in cases {
+        let spec: QueuePolicySpec = serde_json::from_value(spec).expect("a spec");
+        let candidate = QueuePolicy::new(&format!("{}-bad", ns.name()), spec);
+        match policies.create(&dry_run, &candidate).await {
+            Err(kube::Error::Api(status)) => assert!(
+                status.message.ends_with(expected),
+                "expected {expected:?}, got {:?}",
+                status.message
+            ),
+            other => panic!("an invalid QueuePolicy was not refused: {other:?}"),
+        }
+    }
+    // Control: a valid policy is admitted.
+    let valid: QueuePolicySpec =
+        serde_json::from_value(json!({"defaultQueue": "a", "allowedQueues": ["a", "b"]}))
+            .expect("a spec");
+    policies
+        .create(
+            &dry_run,
+            &QueuePolicy::new(&format!("{}-good", ns.name()), valid),
+        )
+        .await
+        .expect("a valid QueuePolicy is admitted");
 }
