@@ -1,10 +1,18 @@
 //! Whatever the input, reading and checking manifests never panics.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use proptest::prelude::*;
+use raygate_api::admission::{self, Operation, RayObjectReview};
 use raygate_api::check::check_object;
 use raygate_api::input::parse_documents;
+use raygate_api::keys;
+use raygate_api::queue_policy::QueuePolicy;
 use raygate_api::sizing;
 use raygate_api::validation::{ReconcilerKind, ValidationContext};
+use raygate_api::volcano::Queue;
 use serde_json::{Value, json};
 
 fn contexts() -> [ValidationContext; 2] {
@@ -87,6 +95,111 @@ fn check_everything(value: &Value) {
                 None => {}
             }
         }
+    }
+}
+
+/// Reviews `object` (and `old`, as an UPDATE) in an opted-in namespace with a closed queue,
+/// a capped queue and two policies: the answer is always consistent, never a panic.
+fn review_everything(object: &Value, old: &Value) {
+    let queues: BTreeMap<String, Arc<Queue>> = [
+        json!({"metadata": {"name": "default"}, "spec": {}, "status": {"state": "Open"}}),
+        json!({"metadata": {"name": "capped"}, "spec": {"capability": {"cpu": "2"}}}),
+        json!({"metadata": {"name": "shut"}, "spec": {}, "status": {"state": "Closed"}}),
+    ]
+    .into_iter()
+    .map(|q| {
+        let queue: Queue = serde_json::from_value(q).expect("a queue");
+        (
+            queue.metadata.name.clone().unwrap_or_default(),
+            Arc::new(queue),
+        )
+    })
+    .collect();
+    let policies: Vec<Arc<QueuePolicy>> = [
+        json!({"metadata": {"name": "a"}, "spec": {"allowedQueues": ["capped", "default"],
+               "defaultQueue": "capped", "maxMinMember": 3, "maxMinResources": {"memory": "1Gi"}}}),
+        json!({"metadata": {"name": "b"}, "spec": {"requireQueue": true, "enforcement": "Warn",
+               "allowedPriorityClasses": ["high"]}}),
+    ]
+    .into_iter()
+    .map(|p| Arc::new(serde_json::from_value(p).expect("a policy")))
+    .collect();
+    let namespace = ObjectMeta {
+        name: Some("ml".into()),
+        labels: Some(BTreeMap::from([(
+            keys::NAMESPACE_OPT_IN_LABEL.to_string(),
+            keys::NAMESPACE_OPT_IN_VALUE.to_string(),
+        )])),
+        ..ObjectMeta::default()
+    };
+    for (operation, old_object) in [(Operation::Create, None), (Operation::Update, Some(old))] {
+        for ctx in contexts() {
+            let decision = admission::review_ray_object(RayObjectReview {
+                operation,
+                object: object.clone(),
+                old_object: old_object.cloned(),
+                namespace: &namespace,
+                queues: &queues,
+                policies: &policies,
+                context: &ctx,
+            });
+            assert_eq!(decision.allowed(), decision.denial().is_none());
+            if let Some(patch) = &decision.patch {
+                let mut patched = object.clone();
+                assert!(json_patch::patch(&mut patched, patch).is_ok(), "{patch:?}");
+            }
+        }
+    }
+}
+
+fn labelled_ray_object() -> impl Strategy<Value = Value> {
+    (
+        ray_object(),
+        prop_oneof![
+            Just(None),
+            Just(Some("capped")),
+            Just(Some("shut")),
+            Just(Some("nope"))
+        ],
+        prop_oneof![
+            Just(None),
+            Just(Some("Running")),
+            Just(Some("Complete")),
+            Just(Some(""))
+        ],
+    )
+        .prop_map(|(mut object, queue, deployment)| {
+            if let Some(queue) = queue
+                && let Some(metadata) = object["metadata"].as_object_mut()
+            {
+                metadata.insert("labels".into(), json!({ keys::QUEUE_LABEL: queue }));
+            }
+            if let Some(status) = deployment {
+                object["status"] = json!({"jobDeploymentStatus": status, "rayClusterName": "c"});
+            }
+            object
+        })
+}
+
+proptest! {
+    // Each case is eight full reviews (CREATE and UPDATE, two contexts, old and new object).
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    #[test]
+    fn arbitrary_admission_reviews_never_panic(
+        object in labelled_ray_object(),
+        old in labelled_ray_object(),
+    ) {
+        review_everything(&object, &old);
+    }
+
+    #[test]
+    fn arbitrary_queue_policies_never_panic(spec in json_value()) {
+        let policy = json!({"apiVersion": "raygate.io/v1alpha1", "kind": "QueuePolicy",
+                            "metadata": {"name": "p"}, "spec": spec});
+        let decision = admission::review_queue_policy(&policy);
+        prop_assert_eq!(decision.allowed(), decision.denial().is_none());
+        prop_assert!(decision.patch.is_none());
     }
 }
 

@@ -185,7 +185,7 @@ pub fn review_ray_object(review: RayObjectReview<'_>) -> Admission {
             let annotations = namespace.annotations.as_ref().unwrap_or(&empty);
             let choice = rules::default_queue(annotations, &scope.policies, &mut findings);
             if let Some(queue) = choice.name() {
-                patch = Some(rules::queue_label_patch(&object, queue));
+                patch = rules::queue_label_patch(&object, queue);
             }
             choice
         }

@@ -206,8 +206,10 @@ pub(super) fn default_queue(
     }
 }
 
-/// The JSON patch that sets the queue label on `object`, creating `metadata.labels` if needed.
-pub(super) fn queue_label_patch(object: &Value, queue: &str) -> Patch {
+/// The JSON patch that sets the queue label on `object`, creating `metadata.labels` if needed;
+/// `None` when `metadata` is not an object (the API server never sends such an object).
+pub(super) fn queue_label_patch(object: &Value, queue: &str) -> Option<Patch> {
+    object.get("metadata").filter(|m| m.is_object())?;
     let labels = object.pointer("/metadata/labels");
     let operation = match labels {
         Some(Value::Object(map)) if map.contains_key(keys::QUEUE_LABEL) => {
@@ -225,7 +227,7 @@ pub(super) fn queue_label_patch(object: &Value, queue: &str) -> Patch {
             value: serde_json::json!({ keys::QUEUE_LABEL: queue }),
         }),
     };
-    Patch(vec![operation])
+    Some(Patch(vec![operation]))
 }
 
 /// A RayJob's cluster that still holds its PodGroup, read from the RayJob's status.
