@@ -13,6 +13,7 @@
 //! patches (reconciler), which touch only the fields raygate owns. Unknown fields therefore
 //! survive every raygate write, whatever version of the types raygate was built with.
 
+pub mod admission;
 pub mod check;
 pub mod crd;
 pub mod features;
@@ -21,6 +22,7 @@ pub mod input;
 pub mod keys;
 pub mod onboarding;
 pub mod quantity;
+pub mod queue_policy;
 pub mod ray;
 pub mod sizing;
 pub mod validation;
