@@ -491,7 +491,12 @@ fn keep_keyed(
 fn field_list(kept: &Map<String, Value>) -> String {
     let mut fields: Vec<String> = kept.keys().filter(|k| *k != ABSENT_KEY).cloned().collect();
     if let Some(Value::Array(absent)) = kept.get(ABSENT_KEY) {
-        fields.extend(absent.iter().filter_map(Value::as_str).map(|f| format!("no {f}")));
+        fields.extend(
+            absent
+                .iter()
+                .filter_map(Value::as_str)
+                .map(|f| format!("no {f}")),
+        );
     }
     fields.join(", ")
 }

@@ -1,6 +1,6 @@
 //! Informer caches of what admission decisions depend on: Namespaces (opt-in label, default
-//! queue), RayClusters and RayJobs (a Pod's gang owner and its queue and priority labels), and
-//! Volcano Queues.
+//! queue), RayClusters and RayJobs (a Pod's gang owner and its queue and priority labels),
+//! Volcano Queues and raygate's QueuePolicies (Ray object admission rules).
 //!
 //! Lookups read the cache first. A miss falls back to one GET against the API server when a
 //! client is configured: a Pod is often created milliseconds after its RayCluster, before the
@@ -17,11 +17,12 @@ use std::time::{Duration, Instant};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{ApiResource, DynamicObject, PartialObjectMeta, PartialObjectMetaExt};
+use kube::api::{PartialObjectMeta, PartialObjectMetaExt};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Resource};
+use raygate_api::queue_policy::QueuePolicy;
 use raygate_api::ray::v1::{RayCluster, RayJob};
 use raygate_api::volcano::Queue;
 
@@ -110,7 +111,9 @@ pub struct Preloaded {
     /// Metadata of RayJobs.
     pub ray_jobs: Vec<ObjectMeta>,
     /// Volcano Queues.
-    pub queues: Vec<DynamicObject>,
+    pub queues: Vec<Queue>,
+    /// QueuePolicies.
+    pub queue_policies: Vec<QueuePolicy>,
 }
 
 /// The informer caches, cheap to clone.
@@ -119,9 +122,9 @@ pub struct Caches {
     namespaces: Store<Namespace>,
     ray_clusters: Store<PartialObjectMeta<RayCluster>>,
     ray_jobs: Store<PartialObjectMeta<RayJob>>,
-    queues: Store<DynamicObject>,
-    queue_resource: ApiResource,
-    statuses: Arc<[Arc<CacheStatus>; 4]>,
+    queues: Store<Queue>,
+    queue_policies: Store<QueuePolicy>,
+    statuses: Arc<[Arc<CacheStatus>; 5]>,
     client: Option<Client>,
 }
 
@@ -130,13 +133,15 @@ const NAMESPACES: usize = 0;
 const RAY_CLUSTERS: usize = 1;
 const RAY_JOBS: usize = 2;
 const QUEUES: usize = 3;
+const QUEUE_POLICIES: usize = 4;
 
-fn new_statuses() -> Arc<[Arc<CacheStatus>; 4]> {
+fn new_statuses() -> Arc<[Arc<CacheStatus>; 5]> {
     Arc::new([
         CacheStatus::new("namespaces"),
         CacheStatus::new("rayclusters"),
         CacheStatus::new("rayjobs"),
         CacheStatus::new("queues"),
+        CacheStatus::new("queuepolicies"),
     ])
 }
 
@@ -145,14 +150,13 @@ impl Caches {
     /// it; it runs until dropped). Failed watches are retried with backoff and logged.
     pub fn start(client: Client) -> (Caches, impl Future<Output = ()> + Send + 'static) {
         let statuses = new_statuses();
-        let queue_resource = ApiResource::erase::<Queue>(&());
         let (namespaces, namespaces_writer) = reflector::store();
         let (ray_clusters, ray_clusters_writer) = reflector::store();
         let (ray_jobs, ray_jobs_writer) = reflector::store();
-        let queues_writer = reflector::store::Writer::new(queue_resource.clone());
-        let queues = queues_writer.as_reader();
+        let (queues, queues_writer) = reflector::store();
+        let (queue_policies, queue_policies_writer) = reflector::store();
         let config = watcher::Config::default();
-        let run = futures::future::join4(
+        let run = futures::future::join5(
             drive(
                 reflector::reflector(
                     namespaces_writer,
@@ -183,12 +187,16 @@ impl Caches {
             drive(
                 reflector::reflector(
                     queues_writer,
-                    watcher::watcher(
-                        Api::<DynamicObject>::all_with(client.clone(), &queue_resource),
-                        config,
-                    ),
+                    watcher::watcher(Api::<Queue>::all(client.clone()), config.clone()),
                 ),
                 statuses[QUEUES].clone(),
+            ),
+            drive(
+                reflector::reflector(
+                    queue_policies_writer,
+                    watcher::watcher(Api::<QueuePolicy>::all(client.clone()), config),
+                ),
+                statuses[QUEUE_POLICIES].clone(),
             ),
         );
         let caches = Caches {
@@ -196,7 +204,7 @@ impl Caches {
             ray_clusters,
             ray_jobs,
             queues,
-            queue_resource,
+            queue_policies,
             statuses,
             client: Some(client),
         };
@@ -208,12 +216,11 @@ impl Caches {
     /// Synced caches holding exactly `objects`, with no API server behind them.
     pub fn preloaded(objects: Preloaded) -> Caches {
         let statuses = new_statuses();
-        let queue_resource = ApiResource::erase::<Queue>(&());
         let (namespaces, mut namespaces_writer) = reflector::store();
         let (ray_clusters, mut ray_clusters_writer) = reflector::store();
         let (ray_jobs, mut ray_jobs_writer) = reflector::store();
-        let mut queues_writer = reflector::store::Writer::new(queue_resource.clone());
-        let queues = queues_writer.as_reader();
+        let (queues, mut queues_writer) = reflector::store();
+        let (queue_policies, mut queue_policies_writer) = reflector::store();
         fill(&mut namespaces_writer, objects.namespaces);
         fill(
             &mut ray_clusters_writer,
@@ -232,6 +239,7 @@ impl Caches {
                 .collect(),
         );
         fill(&mut queues_writer, objects.queues);
+        fill(&mut queue_policies_writer, objects.queue_policies);
         for status in statuses.iter() {
             status.mark_synced();
         }
@@ -240,7 +248,7 @@ impl Caches {
             ray_clusters,
             ray_jobs,
             queues,
-            queue_resource,
+            queue_policies,
             statuses,
             client: None,
         }
@@ -293,9 +301,13 @@ impl Caches {
 
     /// A Volcano Queue from the cache (no fallback: Queues are created long before the
     /// workloads that name them).
-    pub fn queue(&self, name: &str) -> Option<Arc<DynamicObject>> {
-        self.queues
-            .get(&ObjectRef::new_with(name, self.queue_resource.clone()))
+    pub fn queue(&self, name: &str) -> Option<Arc<Queue>> {
+        self.queues.get(&ObjectRef::new(name))
+    }
+
+    /// Every cached QueuePolicy.
+    pub fn queue_policies(&self) -> Vec<Arc<QueuePolicy>> {
+        self.queue_policies.state()
     }
 
     async fn metadata<K>(

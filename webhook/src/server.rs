@@ -25,13 +25,20 @@ use tower_http::timeout::TimeoutLayer;
 
 use crate::cache::Caches;
 use crate::metrics::{AdmissionLabels, CodeLabels, Metrics, WebhookLabels};
+use crate::ray::RayWebhook;
 use crate::review::{self, AdmissionRequest, Verdict};
 use crate::{pods, ray};
 
 /// Path of the Pod mutating webhook.
 pub const MUTATE_PODS_PATH: &str = "/mutate/pods";
+/// Path of the RayJob / RayCluster mutating webhook (queue defaulting).
+pub const MUTATE_RAY_PATH: &str = "/mutate/ray";
 /// Path of the RayJob / RayCluster validating webhook.
 pub const VALIDATE_RAY_PATH: &str = "/validate/ray";
+/// Path of the QueuePolicy validating webhook.
+pub const VALIDATE_QUEUE_POLICY_PATH: &str = "/validate/queuepolicy";
+/// Path of the `ray.io` CRD conversion webhook (ConversionReview).
+pub const CONVERT_PATH: &str = "/convert";
 
 /// The API server's own request-body limit (3 MiB): no AdmissionReview it sends for an object
 /// it would store is larger.
@@ -94,23 +101,24 @@ impl AppState {
 /// The TLS router: admission paths plus `/healthz`, `/readyz` and `/metrics`.
 pub fn router(state: AppState) -> Router {
     let limits = state.limits;
-    let admission = Router::new()
-        .route(
-            MUTATE_PODS_PATH,
+    let mut admission = Router::new();
+    for path in [
+        MUTATE_PODS_PATH,
+        MUTATE_RAY_PATH,
+        VALIDATE_RAY_PATH,
+        VALIDATE_QUEUE_POLICY_PATH,
+    ] {
+        admission = admission.route(
+            path,
             post(
-                |State(state): State<AppState>, headers: HeaderMap, body: Bytes| async move {
-                    admit(state, MUTATE_PODS_PATH, headers, body).await
+                move |State(state): State<AppState>, headers: HeaderMap, body: Bytes| async move {
+                    admit(state, path, headers, body).await
                 },
             ),
-        )
-        .route(
-            VALIDATE_RAY_PATH,
-            post(
-                |State(state): State<AppState>, headers: HeaderMap, body: Bytes| async move {
-                    admit(state, VALIDATE_RAY_PATH, headers, body).await
-                },
-            ),
-        )
+        );
+    }
+    let admission = admission
+        .route(CONVERT_PATH, post(convert))
         .route_layer(DefaultBodyLimit::max(limits.max_body_bytes))
         .route_layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
@@ -242,7 +250,25 @@ async fn admit(
     };
     let verdict = match webhook {
         MUTATE_PODS_PATH => pods::review_pod(&state.caches, &request).await,
-        _ => ray::review_ray(&request, &state.validation),
+        MUTATE_RAY_PATH => {
+            ray::review_ray(
+                &state.caches,
+                &request,
+                &state.validation,
+                RayWebhook::Mutate,
+            )
+            .await
+        }
+        VALIDATE_QUEUE_POLICY_PATH => ray::review_queue_policy(&request),
+        _ => {
+            ray::review_ray(
+                &state.caches,
+                &request,
+                &state.validation,
+                RayWebhook::Validate,
+            )
+            .await
+        }
     };
     log_verdict(webhook, &request, &verdict);
     count(&state, webhook, Some(&request), verdict.label());
@@ -257,6 +283,19 @@ async fn admit(
             .observe(patch_bytes as f64);
     }
     axum::Json(answer).into_response()
+}
+
+/// `ray.io` CRD conversion: `raygate_api::conversion` answers every ConversionReview, a
+/// malformed one with a `Failure` result naming the problem.
+async fn convert(headers: HeaderMap, body: Bytes) -> Response {
+    if !is_json(&headers) {
+        return (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Content-Type must be application/json\n",
+        )
+            .into_response();
+    }
+    axum::Json(raygate_api::conversion::convert_review_json(&body)).into_response()
 }
 
 fn log_verdict(webhook: &str, request: &AdmissionRequest, verdict: &Verdict) {

@@ -16,6 +16,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use raygate_api::validation::ValidationContext;
+use raygate_api::volcano::{Queue, QueueSpec, QueueStatus};
 use raygate_certs::{CertResolver, certified_key_from_pem};
 use raygate_webhook::{AppState, Caches, Limits, Metrics, Preloaded, ServeOptions};
 use rcgen::{
@@ -105,7 +106,13 @@ fn world() -> Preloaded {
     };
     Preloaded {
         namespaces: vec![
-            namespace("ml", &[("raygate.io/scheduler", "volcano")]),
+            Namespace {
+                metadata: ObjectMeta {
+                    annotations: Some(labels(&[("scheduling.volcano.sh/queue-name", "research")])),
+                    ..namespace("ml", &[("raygate.io/scheduler", "volcano")]).metadata
+                },
+                ..Namespace::default()
+            },
             namespace("web", &[]),
         ],
         ray_clusters: vec![
@@ -126,7 +133,23 @@ fn world() -> Preloaded {
             &[("volcano.sh/queue-name", "batch")],
             vec![],
         )],
-        queues: vec![],
+        queues: vec![
+            queue("default", "Open"),
+            queue("research", "Open"),
+            queue("batch", "Open"),
+            queue("closed", "Closed"),
+        ],
+        queue_policies: vec![],
+    }
+}
+
+fn queue(name: &str, state: &str) -> Queue {
+    Queue {
+        status: Some(QueueStatus {
+            state: Some(state.into()),
+            ..QueueStatus::default()
+        }),
+        ..Queue::new(name, QueueSpec::default())
     }
 }
 
@@ -327,6 +350,7 @@ fn ray_request(uid: &str, operation: &str, object: Value) -> Value {
         "name": object["metadata"]["name"],
         "operation": operation,
         "userInfo": {"username": "alice"},
+        "oldObject": if operation == "UPDATE" { object.clone() } else { Value::Null },
         "object": object,
         "dryRun": false,
     })
@@ -870,4 +894,130 @@ async fn readiness_waits_for_the_certificate_and_the_caches() {
 fn unreachable_client() -> kube::Client {
     let config = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
     kube::Client::try_from(config).expect("a client")
+}
+
+#[tokio::test]
+async fn the_mutating_ray_webhook_only_defaults_the_queue_and_the_validating_one_only_judges() {
+    let server = Server::start(default_limits()).await;
+    let cluster = ray_cluster(1, 1, 2);
+    let response = server
+        .review("/mutate/ray", ray_request("m", "CREATE", cluster.clone()))
+        .await;
+    assert_eq!(response["uid"], "m");
+    assert_eq!(response["allowed"], true);
+    assert!(response.get("warnings").is_none(), "{response}");
+    let defaulted = patched(&cluster, &response);
+    assert_eq!(
+        defaulted["metadata"]["labels"]["volcano.sh/queue-name"], "research",
+        "the namespace annotation's queue"
+    );
+    let response = server
+        .review("/validate/ray", ray_request("v", "CREATE", defaulted))
+        .await;
+    assert_eq!(response["allowed"], true, "{response}");
+    assert!(response.get("patch").is_none());
+
+    let mut web = cluster.clone();
+    web["metadata"]["namespace"] = json!("web");
+    let mut request = ray_request("w", "CREATE", web);
+    request["namespace"] = json!("web");
+    let response = server.review("/mutate/ray", request).await;
+    assert!(
+        response.get("patch").is_none(),
+        "no defaulting outside opted-in namespaces: {response}"
+    );
+    server.shut_down().await;
+}
+
+#[tokio::test]
+async fn a_closed_queue_denies_in_an_opted_in_namespace_only() {
+    let server = Server::start(default_limits()).await;
+    let mut cluster = ray_cluster(1, 1, 2);
+    cluster["metadata"]["labels"] = json!({"volcano.sh/queue-name": "closed"});
+    let response = server
+        .review("/validate/ray", ray_request("c", "CREATE", cluster.clone()))
+        .await;
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 422);
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("metadata.labels[volcano.sh/queue-name]: queue \"closed\" is Closed"),
+        "{message}"
+    );
+    cluster["metadata"]["namespace"] = json!("web");
+    let mut request = ray_request("c2", "CREATE", cluster);
+    request["namespace"] = json!("web");
+    assert_eq!(
+        server.review("/validate/ray", request).await["allowed"],
+        true
+    );
+
+    let mut update = ray_request("u", "UPDATE", ray_cluster(1, 1, 2));
+    update["oldObject"] = Value::Null;
+    let response = server.review("/validate/ray", update).await;
+    assert_eq!(response["status"]["code"], 400);
+    assert!(
+        response["status"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("request.oldObject: Required value")
+    );
+    server.shut_down().await;
+}
+
+#[tokio::test]
+async fn queue_policies_are_validated() {
+    let server = Server::start(default_limits()).await;
+    let policy = |default_queue: &str| {
+        json!({
+            "uid": "qp",
+            "kind": {"group": "raygate.io", "version": "v1alpha1", "kind": "QueuePolicy"},
+            "operation": "CREATE",
+            "name": "team",
+            "object": {
+                "apiVersion": "raygate.io/v1alpha1", "kind": "QueuePolicy",
+                "metadata": {"name": "team"},
+                "spec": {"allowedQueues": ["research"], "defaultQueue": default_queue}
+            }
+        })
+    };
+    let response = server
+        .review("/validate/queuepolicy", policy("batch"))
+        .await;
+    assert_eq!(response["uid"], "qp");
+    assert_eq!(response["allowed"], false);
+    assert!(
+        response["status"]["message"].as_str().unwrap().starts_with(
+            "spec.defaultQueue: queue \"batch\" is not in spec.allowedQueues [research]"
+        ),
+        "{response}"
+    );
+    let response = server
+        .review("/validate/queuepolicy", policy("research"))
+        .await;
+    assert_eq!(response["allowed"], true, "{response}");
+    server.shut_down().await;
+}
+
+#[tokio::test]
+async fn ray_objects_are_converted_between_versions() {
+    let server = Server::start(default_limits()).await;
+    let cluster = ray_cluster(1, 1, 2);
+    let body = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "ConversionReview",
+        "request": {"uid": "conv", "desiredAPIVersion": "ray.io/v1alpha1", "objects": [cluster]}
+    });
+    let (status, answer) = server
+        .post("/convert", serde_json::to_vec(&body).unwrap())
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let answer: Value = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(answer["response"]["uid"], "conv");
+    assert_eq!(answer["response"]["result"]["status"], "Success");
+    let converted = answer["response"]["convertedObjects"].as_array().unwrap();
+    assert_eq!(converted.len(), 1);
+    assert_eq!(converted[0]["apiVersion"], "ray.io/v1alpha1");
+    assert_eq!(converted[0]["metadata"]["name"], "demo");
+    server.shut_down().await;
 }
