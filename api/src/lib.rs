@@ -15,6 +15,7 @@
 
 pub mod admission;
 pub mod check;
+pub mod conversion;
 pub mod crd;
 pub mod features;
 pub mod finding;
