@@ -258,7 +258,20 @@ pub fn validate_queue_policy(object: &Value) -> Vec<Finding> {
     if let Some(selector) = spec_map.get("namespaceSelector") {
         validate_selector(selector, "spec.namespaceSelector", &mut findings);
     }
-    let typed: QueuePolicySpec = match serde_json::from_value(spec.clone()) {
+    let mut typable = spec_map.clone();
+    match typable.get("enforcement") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(e)) if matches!(e.as_str(), "Deny" | "Warn") => {}
+        Some(other) => {
+            findings.push(error(
+                rules::POLICY_ENFORCEMENT_INVALID,
+                "spec.enforcement",
+                format!("Unsupported value: {other}: supported values: \"Deny\", \"Warn\""),
+            ));
+            typable.remove("enforcement");
+        }
+    }
+    let typed: QueuePolicySpec = match serde_json::from_value(Value::Object(typable)) {
         Ok(spec) => spec,
         Err(e) => {
             findings.push(error(rules::POLICY_MALFORMED, "spec", e.to_string()));
@@ -654,7 +667,7 @@ mod tests {
 
     #[test]
     fn policy_validation_table() {
-        let table: [(Value, Option<(&str, &str)>); 18] = [
+        let table: [(Value, Option<(&str, &str)>); 19] = [
             (
                 policy(json!({"defaultQueue": "a", "allowedQueues": ["a", "b"],
                               "namespaceSelector": {"matchLabels": {"team": "a"},
@@ -765,6 +778,10 @@ mod tests {
             ),
             (
                 policy(json!({"enforcement": "Audit"})),
+                Some((rules::POLICY_ENFORCEMENT_INVALID, "spec.enforcement")),
+            ),
+            (
+                policy(json!({"requireQueue": "yes"})),
                 Some((rules::POLICY_MALFORMED, "spec")),
             ),
         ];

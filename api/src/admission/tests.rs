@@ -795,3 +795,30 @@ fn rule_names_are_unique() {
     names.dedup();
     assert_eq!(names.len(), rules::ALL.len());
 }
+
+#[test]
+fn every_rule_is_in_the_catalogue() {
+    let catalogue = include_str!("../../../docs/queue-policy.md");
+    let policy_rules = [
+        crate::queue_policy::rules::POLICY_MALFORMED,
+        crate::queue_policy::rules::POLICY_UNKNOWN_FIELD,
+        crate::queue_policy::rules::POLICY_SELECTOR_INVALID,
+        crate::queue_policy::rules::POLICY_QUEUE_NAME_INVALID,
+        crate::queue_policy::rules::POLICY_DEFAULT_QUEUE_NOT_ALLOWED,
+        crate::queue_policy::rules::POLICY_PRIORITY_CLASS_INVALID,
+        crate::queue_policy::rules::POLICY_MAX_MIN_MEMBER_INVALID,
+        crate::queue_policy::rules::POLICY_MAX_MIN_RESOURCES_INVALID,
+        crate::queue_policy::rules::POLICY_ENFORCEMENT_INVALID,
+        crate::queue_policy::rules::POLICY_ALLOWS_NOTHING,
+    ];
+    let missing: Vec<&str> = rules::ALL
+        .iter()
+        .chain(&policy_rules)
+        .copied()
+        .filter(|rule| !catalogue.contains(&format!("`{rule}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "missing from docs/queue-policy.md: {missing:?}"
+    );
+}
