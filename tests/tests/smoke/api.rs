@@ -138,7 +138,9 @@ async fn status_subresource_of_a_raygate_crd() {
     let job: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "ray.io/v1", "kind": "RayJob",
         "metadata": {"name": "status"},
-        "spec": {"entrypoint": "python -c 'print(1)'", "shutdownAfterJobFinishes": false},
+        // Valid for raygate's webhook: a RayJob needs a rayClusterSpec or a clusterSelector.
+        "spec": {"entrypoint": "python -c 'print(1)'", "shutdownAfterJobFinishes": false,
+                 "clusterSelector": {"ray.io/cluster": "status-cluster"}},
         "status": {"jobStatus": "SUCCEEDED"},
     }))
     .unwrap();
