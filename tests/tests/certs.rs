@@ -472,3 +472,284 @@ async fn a_forced_rotation_keeps_every_served_certificate_trusted() {
         assert_eq!(written, 1, "{step} written once across the replicas");
     }
 }
+
+/// A free loopback port (bound and released; nothing else in the namespace races for it).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free loopback port")
+        .port()
+}
+
+/// `GET path` on a plain-HTTP port; the body, or an error while the server is not up.
+async fn http_get(port: u16, path: &str) -> anyhow::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        .await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| anyhow::anyhow!("no HTTP response"))?;
+    anyhow::ensure!(
+        head.starts_with("HTTP/1.1 200") || head.starts_with("HTTP/1.0 200"),
+        "{head}"
+    );
+    Ok(body.to_string())
+}
+
+/// Sum of `controller_runtime_webhook_requests_total` samples for `path` with code 200.
+fn served_ok(metrics: &str, path: &str) -> u64 {
+    metrics
+        .lines()
+        .filter(|line| line.starts_with("controller_runtime_webhook_requests_total{"))
+        .filter(|line| line.contains(&format!("\"{path}\"")) && line.contains("\"200\""))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+/// The certificate a TLS server on `port` presents to a client trusting `bundle`.
+async fn presented_leaf(port: u16, bundle: &[u8]) -> anyhow::Result<CertificateDer<'static>> {
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in cas(bundle) {
+        roots.add(ca)?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(raygate_certs::ring_provider())
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    let tls = connector
+        .connect(
+            rustls::pki_types::ServerName::try_from("127.0.0.1")?,
+            stream,
+        )
+        .await?;
+    let leaf = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|chain| chain.first())
+        .ok_or_else(|| anyhow::anyhow!("no certificate presented"))?;
+    Ok(leaf.clone().into_owned())
+}
+
+#[tokio::test]
+async fn a_ca_rotation_under_admission_load_fails_no_admission() {
+    use k8s_openapi::api::core::v1::Pod;
+
+    let env = Env::load();
+    let ns = TestNamespace::new(&env, "certs-load").await;
+    let client = ns.client();
+    let (port, ops_port) = (free_port(), free_port());
+    let configuration = format!("certs-load-{}", ns.name());
+    // Every Pod created in the test namespace goes through raygate's Pod webhook, and a failed
+    // call fails the creation (failurePolicy Fail).
+    let mutating: MutatingWebhookConfiguration = serde_json::from_value(json!({
+        "metadata": {"name": configuration},
+        "webhooks": [{
+            "name": "pods.certs-load.raygate.io",
+            "clientConfig": {"url": format!("https://127.0.0.1:{port}/mutate/pods")},
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}],
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns.name()}},
+            "failurePolicy": "Fail",
+            "sideEffects": "None",
+            "timeoutSeconds": 5,
+            "admissionReviewVersions": ["v1"],
+        }],
+    }))
+    .unwrap();
+    let configurations = Api::<MutatingWebhookConfiguration>::all(client.clone());
+    configurations
+        .create(&PostParams::default(), &mutating)
+        .await
+        .expect("creating the MutatingWebhookConfiguration");
+    let _delete_configuration = DeleteOnDrop {
+        name: configuration.clone(),
+        config: env.kube_config().await,
+    };
+
+    let log_path = std::path::Path::new(env.var("RAYGATE_LOGS"))
+        .join(format!("raygate-webhook-{}.log", ns.name()));
+    let log = std::fs::File::create(&log_path).expect("a log file for raygate webhook");
+    let address = format!("127.0.0.1:{port}");
+    let ops_address = format!("127.0.0.1:{ops_port}");
+    let _raygate = tokio::process::Command::new(raygate_e2e::raygate::binary())
+        .args([
+            "webhook",
+            "--address",
+            &address,
+            "--metrics-address",
+            &ops_address,
+            "--cert-mode",
+            "self-managed",
+            "--webhook-namespace",
+            ns.name(),
+            "--webhook-service",
+            SERVICE,
+            "--cert-secret",
+            SECRET,
+            "--cert-extra-san",
+            "127.0.0.1",
+            "--mutating-webhook-configuration",
+            &configuration,
+            "--validating-webhook-configuration=",
+            "--conversion-crd=",
+            "--ca-propagation-delay=3s",
+            "--ca-overlap=5s",
+            "--cert-resync-interval=1s",
+        ])
+        .env("KUBECONFIG", env.kubeconfig())
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("starting raygate webhook");
+
+    let pods = ns.api::<Pod>();
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"generateName": "load-"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }))
+    .unwrap();
+    let dry_run = PostParams {
+        dry_run: true,
+        field_manager: None,
+    };
+    let old_bundle = ns
+        .wait_for(
+            &format!(
+                "raygate webhook ready and trusted (log {})",
+                log_path.display()
+            ),
+            SETTLE,
+            || async {
+                http_get(ops_port, "/readyz").await?;
+                let Some(bundle) = secret_entry(&ns, "ca.crt").await? else {
+                    return Ok(None);
+                };
+                let injected = configurations.get(&configuration).await?.webhooks.unwrap()[0]
+                    .client_config
+                    .ca_bundle
+                    .clone()
+                    .map(|b| b.0);
+                if injected.as_deref() != Some(bundle.as_slice()) {
+                    return Ok(None);
+                }
+                pods.create(&dry_run, &pod).await?;
+                Ok(Some(bundle))
+            },
+        )
+        .await;
+    let old_leaf = presented_leaf(port, &old_bundle).await.unwrap();
+    let served_before = served_ok(
+        &http_get(ops_port, "/metrics").await.unwrap(),
+        "/mutate/pods",
+    );
+
+    // Load: concurrent dry-run Pod creations, each one an admission call by the API server.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            let (pods, pod, dry_run, stop) =
+                (pods.clone(), pod.clone(), dry_run.clone(), stop.clone());
+            tokio::spawn(async move {
+                let (mut ok, mut failed) = (0u64, Vec::new());
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    match pods.create(&dry_run, &pod).await {
+                        Ok(_) => ok += 1,
+                        Err(error) => failed.push(error.to_string()),
+                    }
+                }
+                (ok, failed)
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    request_rotation(client.clone(), ns.name(), SECRET)
+        .await
+        .unwrap();
+    let old_ca = cas(&old_bundle).remove(0);
+    let new_bundle = ns
+        .wait_for(
+            "the forced rotation to finish under load",
+            SETTLE,
+            || async {
+                let bundle = configurations.get(&configuration).await?.webhooks.unwrap()[0]
+                    .client_config
+                    .ca_bundle
+                    .clone()
+                    .map(|b| b.0)
+                    .unwrap_or_default();
+                let bundle_cas = cas(&bundle);
+                Ok((bundle_cas.len() == 1 && bundle_cas[0] != old_ca).then_some(bundle))
+            },
+        )
+        .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+
+    let (mut admitted, mut failures) = (0, Vec::new());
+    for worker in workers {
+        let (ok, failed) = worker.await.unwrap();
+        admitted += ok;
+        failures.extend(failed);
+    }
+    let served = served_ok(
+        &http_get(ops_port, "/metrics").await.unwrap(),
+        "/mutate/pods",
+    ) - served_before;
+    eprintln!(
+        "rotation under load: {admitted} admissions, {} failed, webhook served {served}",
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} admissions failed during the rotation: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+    assert!(
+        admitted >= 100,
+        "too little load to prove anything: {admitted} admissions"
+    );
+    assert!(
+        served >= admitted,
+        "the API server called the webhook for every admission ({served} < {admitted})"
+    );
+    let new_leaf = presented_leaf(port, &new_bundle).await.unwrap();
+    assert_ne!(
+        new_leaf, old_leaf,
+        "the webhook serves a certificate of the new CA"
+    );
+}
+
+/// Deletes a MutatingWebhookConfiguration when dropped (also when the test panics).
+struct DeleteOnDrop {
+    name: String,
+    config: kube::Config,
+}
+
+impl Drop for DeleteOnDrop {
+    fn drop(&mut self) {
+        let (name, config) = (self.name.clone(), self.config.clone());
+        let deleted = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(async {
+                Api::<MutatingWebhookConfiguration>::all(Client::try_from(config)?)
+                    .delete(&name, &DeleteParams::default())
+                    .await?;
+                anyhow::Ok(())
+            })
+        })
+        .join();
+        if !matches!(deleted, Ok(Ok(()))) {
+            eprintln!("deleting MutatingWebhookConfiguration {} failed", self.name);
+        }
+    }
+}
