@@ -105,6 +105,10 @@ async fn serve(
     options: ServeOptions,
     cert_source: CertSource,
 ) -> Result<()> {
+    let context = validation.clone();
+    tokio::task::spawn_blocking(move || raygate_webhook::ray::warm_up(&context))
+        .await
+        .context("loading the CRD schemas")?;
     let client = kube::Client::try_default()
         .await
         .context("connecting to the API server (KUBECONFIG or in-cluster config)")?;
