@@ -3,12 +3,14 @@
 //! the named CRDs. Only `caBundle` fields are patched (JSON patch guarded by `test`
 //! operations), never whole objects, and only where they differ.
 
+use std::collections::HashMap;
+
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
-use kube::{Client, Resource};
+use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -75,60 +77,103 @@ pub fn crd_patch(crd: &Value, bundle: &str) -> Option<Value> {
     ]))
 }
 
-/// Injects the PEM `bundle` into every target that exists and differs; returns how many objects
-/// were patched. A missing target is skipped (it may be installed later; the next resync
-/// catches up).
-pub async fn inject(
-    client: &Client,
-    targets: &InjectionTargets,
-    bundle_pem: &str,
-) -> Result<usize, InjectError> {
-    let bundle = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, bundle_pem);
-    let mut patched = 0;
-    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    for name in &targets.mutating_webhook_configurations {
-        patched += patch_one(&mutating, name, &bundle, webhook_configuration_patch).await?;
-    }
-    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    for name in &targets.validating_webhook_configurations {
-        patched += patch_one(&validating, name, &bundle, webhook_configuration_patch).await?;
-    }
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for name in &targets.crds {
-        patched += patch_one(&crds, name, &bundle, crd_patch).await?;
-    }
-    Ok(patched)
+/// Keeps the targets' `caBundle` equal to a CA bundle. It remembers, per target, the
+/// resourceVersion at which it last found (or wrote) the bundle, so a steady-state check costs
+/// one metadata read per target instead of a full read (the `ray.io` CRDs are ~1 MiB each).
+pub struct Injector {
+    client: Client,
+    targets: InjectionTargets,
+    /// (kind, name) → (resourceVersion, base64 bundle) known to be in place.
+    in_place: HashMap<(String, String), (String, String)>,
 }
 
-async fn patch_one<K>(
-    api: &Api<K>,
-    name: &str,
-    bundle: &str,
-    build: fn(&Value, &str) -> Option<Value>,
-) -> Result<usize, InjectError>
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
-{
-    let error = |source| InjectError {
-        kind: K::kind(&()).into_owned(),
-        name: name.to_string(),
-        source,
-    };
-    let Some(object) = api.get_opt(name).await.map_err(error)? else {
-        tracing::debug!(kind = %K::kind(&()), name, "CA bundle target does not exist (yet)");
-        return Ok(0);
-    };
-    let json = serde_json::to_value(&object).unwrap_or(Value::Null);
-    let Some(operations) = build(&json, bundle) else {
-        return Ok(0);
-    };
-    let patch: json_patch::Patch =
-        serde_json::from_value(operations).expect("the operations built above are a JSON patch");
-    api.patch(name, &PatchParams::default(), &Patch::Json::<()>(patch))
-        .await
-        .map_err(error)?;
-    tracing::info!(kind = %K::kind(&()), name, "injected the CA bundle");
-    Ok(1)
+impl Injector {
+    /// An injector for `targets`.
+    pub fn new(client: Client, targets: InjectionTargets) -> Injector {
+        Injector {
+            client,
+            targets,
+            in_place: HashMap::new(),
+        }
+    }
+
+    /// Injects the PEM `bundle` into every target that exists and differs; returns how many
+    /// objects were patched. A missing target is skipped (it may be installed later; the next
+    /// resync catches up).
+    pub async fn inject(&mut self, bundle_pem: &str) -> Result<usize, InjectError> {
+        let bundle = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, bundle_pem);
+        let targets = self.targets.clone();
+        let mut patched = 0;
+        let mutating: Api<MutatingWebhookConfiguration> = Api::all(self.client.clone());
+        for name in &targets.mutating_webhook_configurations {
+            patched += self
+                .patch_one(&mutating, name, &bundle, webhook_configuration_patch)
+                .await?;
+        }
+        let validating: Api<ValidatingWebhookConfiguration> = Api::all(self.client.clone());
+        for name in &targets.validating_webhook_configurations {
+            patched += self
+                .patch_one(&validating, name, &bundle, webhook_configuration_patch)
+                .await?;
+        }
+        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        for name in &targets.crds {
+            patched += self.patch_one(&crds, name, &bundle, crd_patch).await?;
+        }
+        Ok(patched)
+    }
+
+    async fn patch_one<K>(
+        &mut self,
+        api: &Api<K>,
+        name: &str,
+        bundle: &str,
+        build: fn(&Value, &str) -> Option<Value>,
+    ) -> Result<usize, InjectError>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
+    {
+        let kind = K::kind(&());
+        let error = |source| InjectError {
+            kind: kind.to_string(),
+            name: name.to_string(),
+            source,
+        };
+        let key = (kind.to_string(), name.to_string());
+        let Some(metadata) = api.get_metadata_opt(name).await.map_err(error)? else {
+            tracing::debug!(%kind, name, "CA bundle target does not exist (yet)");
+            self.in_place.remove(&key);
+            return Ok(0);
+        };
+        let version = metadata.resource_version().unwrap_or_default();
+        if self
+            .in_place
+            .get(&key)
+            .is_some_and(|(v, b)| *v == version && b == bundle)
+        {
+            return Ok(0);
+        }
+        let Some(object) = api.get_opt(name).await.map_err(error)? else {
+            self.in_place.remove(&key);
+            return Ok(0);
+        };
+        let json = serde_json::to_value(&object).unwrap_or(Value::Null);
+        let Some(operations) = build(&json, bundle) else {
+            let version = object.resource_version().unwrap_or_default();
+            self.in_place.insert(key, (version, bundle.to_string()));
+            return Ok(0);
+        };
+        let patch: json_patch::Patch = serde_json::from_value(operations)
+            .expect("the operations built above are a JSON patch");
+        let written = api
+            .patch(name, &PatchParams::default(), &Patch::Json::<()>(patch))
+            .await
+            .map_err(error)?;
+        let version = written.resource_version().unwrap_or_default();
+        self.in_place.insert(key, (version, bundle.to_string()));
+        tracing::info!(%kind, name, "injected the CA bundle");
+        Ok(1)
+    }
 }
 
 #[cfg(test)]

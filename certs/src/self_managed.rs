@@ -21,7 +21,7 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::config::SelfManagedConfig;
-use crate::inject::{InjectError, inject};
+use crate::inject::{InjectError, Injector};
 use crate::pki::PkiError;
 use crate::rotation::{self, CertState, Decision, Step};
 use crate::secret::{self, ROTATE_CA};
@@ -103,10 +103,11 @@ async fn run(client: Client, config: SelfManagedConfig, resolver: Arc<CertResolv
     )
     .default_backoff();
     let mut changes = changes.boxed();
+    let mut injector = Injector::new(client, config.targets.clone());
     let mut writes_in_a_row = 0;
     let mut failures: u32 = 0;
     loop {
-        let sleep = match pass(&client, &secrets, &config, &resolver).await {
+        let sleep = match pass(&mut injector, &secrets, &config, &resolver).await {
             Ok(Next::Again) if writes_in_a_row < MAX_WRITES_IN_A_ROW => {
                 writes_in_a_row += 1;
                 failures = 0;
@@ -150,7 +151,7 @@ async fn run(client: Client, config: SelfManagedConfig, resolver: Arc<CertResolv
 }
 
 async fn pass(
-    client: &Client,
+    injector: &mut Injector,
     secrets: &Api<Secret>,
     config: &SelfManagedConfig,
     resolver: &CertResolver,
@@ -173,7 +174,7 @@ async fn pass(
             // Bundle first, so a brand-new CA is trusted before its certificate is served;
             // but serve even when injection fails (e.g. a target without RBAC), since the
             // other targets may be fine.
-            let injected = inject(client, &config.targets, &rotation::ca_bundle(&state)).await;
+            let injected = injector.inject(&rotation::ca_bundle(&state)).await;
             serve(&state, resolver, config);
             injected?;
             return Ok(Next::Until(until));
@@ -183,7 +184,7 @@ async fn pass(
     if step == Step::PromoteNextCa {
         // A certificate signed by the staged CA may only be served once every caBundle trusts
         // that CA; if this pass had to inject it, the propagation delay starts now.
-        let patched = inject(client, &config.targets, &rotation::ca_bundle(&state)).await?;
+        let patched = injector.inject(&rotation::ca_bundle(&state)).await?;
         if patched > 0 {
             return Ok(Next::Until(now + config.policy.propagation_delay));
         }

@@ -29,6 +29,9 @@ use time::OffsetDateTime;
 const SECRET: &str = "raygate-webhook-cert";
 const SERVICE: &str = "raygate-webhook";
 const SETTLE: Duration = Duration::from_secs(30);
+/// A debug build of raygate loads the ~2 MiB of CRD schemas before serving; on the shared
+/// 2-core machine under test load that alone can take tens of seconds.
+const STARTUP: Duration = Duration::from_secs(120);
 
 /// Cluster-scoped objects a test created: a webhook configuration of each kind and a CRD with a
 /// conversion webhook, none of which matches anything, deleted when dropped.
@@ -624,7 +627,7 @@ async fn a_ca_rotation_under_admission_load_fails_no_admission() {
                 "raygate webhook ready and trusted (log {})",
                 log_path.display()
             ),
-            SETTLE,
+            STARTUP,
             || async {
                 http_get(ops_port, "/readyz").await?;
                 let Some(bundle) = secret_entry(&ns, "ca.crt").await? else {
