@@ -8,6 +8,7 @@ use std::io::{self, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod certs;
 mod webhook;
 
 /// JSON trees are allocation-heavy; mimalloc validates large manifests markedly faster than the
@@ -83,7 +84,7 @@ enum Command {
     /// Runs until SIGTERM or SIGINT, then drains in-flight reviews.
     Webhook {
         #[command(flatten)]
-        server: webhook::WebhookArgs,
+        server: Box<webhook::WebhookArgs>,
         #[command(flatten)]
         rules: RuleOptions,
     },
@@ -159,7 +160,7 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Podgroup { files, output } => podgroups(&files.files, output),
         Command::Crds { write } => crds(write),
         Command::Webhook { server, rules } => {
-            webhook::run(server, rules.context())?;
+            webhook::run(*server, rules.context())?;
             Ok(EXIT_VALID)
         }
         Command::Version => {

@@ -2,26 +2,24 @@
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use raygate_api::validation::ValidationContext;
-use raygate_certs::{CertResolver, certified_key_from_pem};
+use raygate_certs::CertResolver;
+use raygate_certs::CertSource;
 use raygate_webhook::server::{self, DEFAULT_MAX_BODY_BYTES};
 use raygate_webhook::{AppState, Caches, Limits, Metrics, ServeOptions};
 use tokio::sync::watch;
 
+use crate::certs::CertArgs;
+
 /// Flags of `raygate webhook`.
 #[derive(clap::Args)]
 pub struct WebhookArgs {
-    /// PEM certificate chain the TLS server presents.
-    #[arg(long, value_name = "FILE", env = "RAYGATE_TLS_CERT_FILE")]
-    tls_cert_file: PathBuf,
-    /// PEM private key of the certificate.
-    #[arg(long, value_name = "FILE", env = "RAYGATE_TLS_KEY_FILE")]
-    tls_key_file: PathBuf,
+    #[command(flatten)]
+    certs: CertArgs,
     /// Address of the TLS server (admission paths, health, metrics).
     #[arg(
         long,
@@ -92,25 +90,12 @@ pub fn run(args: WebhookArgs, validation: ValidationContext) -> Result<()> {
         drain_timeout: seconds("drain-timeout", args.drain_timeout)?,
         ..ServeOptions::default()
     };
-    let certs = Arc::new(CertResolver::new());
-    let cert_pem = std::fs::read(&args.tls_cert_file)
-        .with_context(|| format!("reading {}", args.tls_cert_file.display()))?;
-    let key_pem = std::fs::read(&args.tls_key_file)
-        .with_context(|| format!("reading {}", args.tls_key_file.display()))?;
-    certs.set(
-        certified_key_from_pem(&cert_pem, &key_pem).with_context(|| {
-            format!(
-                "loading {} and {}",
-                args.tls_cert_file.display(),
-                args.tls_key_file.display()
-            )
-        })?,
-    );
+    let cert_source = args.certs.source()?;
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?
-        .block_on(serve(args, validation, limits, options, certs))
+        .block_on(serve(args, validation, limits, options, cert_source))
 }
 
 async fn serve(
@@ -118,7 +103,7 @@ async fn serve(
     validation: ValidationContext,
     limits: Limits,
     options: ServeOptions,
-    certs: Arc<CertResolver>,
+    cert_source: CertSource,
 ) -> Result<()> {
     let context = validation.clone();
     tokio::task::spawn_blocking(move || raygate_webhook::ray::warm_up(&context))
@@ -127,6 +112,9 @@ async fn serve(
     let client = kube::Client::try_default()
         .await
         .context("connecting to the API server (KUBECONFIG or in-cluster config)")?;
+    // Until the source has loaded a certificate, handshakes fail and /readyz says why.
+    let certs = Arc::new(CertResolver::new());
+    let _cert_task = cert_source.spawn(client.clone(), certs.clone());
     let (caches, watches) = Caches::start(client);
     tokio::spawn(watches);
     let state = AppState {
