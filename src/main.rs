@@ -82,7 +82,7 @@ enum Command {
     ///
     /// Exit codes: 0 after SIGTERM/SIGINT, 2 on a start-up error, lost leadership or a fatal
     /// API error.
-    Reconcile(reconcile::Args),
+    Reconcile(Box<reconcile::Args>),
     /// Print raygate's version and the upstream versions it is compatible with.
     Version,
 }
@@ -155,7 +155,7 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Podgroup { files, output } => podgroups(&files.files, output),
         Command::Crds { write } => crds(write),
         Command::Reconcile(args) => {
-            reconcile::run(args)?;
+            reconcile::run(*args)?;
             Ok(EXIT_VALID)
         }
         Command::Version => {

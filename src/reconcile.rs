@@ -207,3 +207,79 @@ pub fn run(args: Args) -> Result<()> {
     runtime.block_on(raygate_reconciler::run(config))?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn config(argv: &[&str]) -> Result<Config> {
+        let argv = std::iter::once("reconcile").chain(argv.iter().copied());
+        Cli::try_parse_from(argv)?.args.config()
+    }
+
+    #[test]
+    fn defaults_elect_a_leader_and_watch_everything() {
+        let config = config(&["--identity", "me"]).expect("defaults are valid");
+        assert!(config.watch_namespaces.is_empty());
+        assert_eq!(
+            config.opt_in_label,
+            ("raygate.io/scheduler".to_string(), "volcano".to_string())
+        );
+        let election = config.leader_election.expect("leader election is on");
+        assert_eq!(election.lease_name, "raygate-reconciler");
+        assert_eq!(election.identity, "me");
+        assert_eq!(
+            (
+                election.lease_duration_seconds,
+                election.renew_grace_seconds
+            ),
+            (15, 5)
+        );
+        assert_eq!(config.validation.reconciler, ReconcilerKind::Raygate);
+        assert_eq!(config.metrics_addr.port(), 9091);
+    }
+
+    #[test]
+    fn flags_shape_the_config() {
+        let config = config(&[
+            "--watch-namespaces",
+            "a, b,,c",
+            "--leader-elect",
+            "false",
+            "--namespace-label",
+            "team.example/gang=yes",
+            "--head-service-cluster-ip",
+            "true",
+        ])
+        .expect("valid flags");
+        assert_eq!(config.watch_namespaces, ["a", "b", "c"]);
+        assert!(config.leader_election.is_none());
+        assert_eq!(config.opt_in_label.0, "team.example/gang");
+        assert!(config.build.head_cluster_ip);
+        assert_eq!(config.scopes().len(), 3);
+    }
+
+    #[test]
+    fn bad_values_name_the_flag() {
+        let error = config(&["--namespace-label", "novalue"]).expect_err("no =");
+        assert!(
+            error.to_string().starts_with("--namespace-label"),
+            "{error}"
+        );
+        let error = config(&["--lease-duration", "5", "--lease-renew-grace", "5"])
+            .expect_err("grace must be below the duration");
+        assert!(
+            error.to_string().contains("--lease-renew-grace 5"),
+            "{error}"
+        );
+        assert!(config(&["--feature-gates", "NoSuchGate=true"]).is_err());
+    }
+}
