@@ -5,7 +5,8 @@
 //! until SIGTERM/SIGINT or until leadership is lost:
 //!
 //! * on a signal the controllers stop taking new work, finish the reconciles in flight, the
-//!   Lease is released (so a standby takes over at once) and `run` returns `Ok`;
+//!   Lease is released and `run` returns `Ok` (a standby still waits for the Lease it last
+//!   read to expire: kube-lease-manager does not re-read a Lease it believes held);
 //! * on lost leadership the controllers are stopped and `run` returns
 //!   [`Error::LostLeadership`]; the process exits non-zero and its supervisor restarts it as a
 //!   standby, as controller-runtime does, so two replicas never act at once.

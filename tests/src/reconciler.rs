@@ -125,6 +125,30 @@ impl Reconciler {
         let _ = self.child.wait().await;
     }
 
+    /// Sends SIGTERM (a graceful stop: reconciles in flight finish, the Lease is released) and
+    /// waits up to 30 s for it to exit; returns its exit status.
+    ///
+    /// # Panics
+    /// When the signal cannot be sent or it does not exit in time.
+    pub async fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().expect("the reconciler is still running");
+        let sent = tokio::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .await
+            .expect("running kill");
+        assert!(sent.success(), "kill -TERM {pid} failed");
+        tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "reconciler {pid} still running 30 s after SIGTERM:\n{}",
+                    self.log_text()
+                )
+            })
+            .expect("waiting for the reconciler")
+    }
+
     /// Its log so far, for failure messages.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()

@@ -37,7 +37,7 @@ async fn only_the_leader_reconciles_and_a_killed_leader_fails_over() {
         Ok((holder.as_deref() == Some("replica-a")).then_some(()))
     })
     .await;
-    let b = Reconciler::start(
+    let mut b = Reconciler::start(
         &env,
         &ns,
         Some(Election {
@@ -90,5 +90,52 @@ async fn only_the_leader_reconciles_and_a_killed_leader_fails_over() {
         b.sample(RECONCILES).await.expect("metrics of b") > 0.0,
         "{}",
         b.log_text()
+    );
+
+    // A graceful stop exits 0 and releases the Lease (no holder left behind); the standby
+    // takes it when its cached view of the old Lease expires (kube-lease-manager does not
+    // re-read a Lease it believes held), so within the Lease duration.
+    let _c = Reconciler::start(
+        &env,
+        &ns,
+        Some(Election {
+            lease: LEASE,
+            identity: "replica-c",
+        }),
+    )
+    .await;
+    let stopped = Instant::now();
+    let status = b.terminate().await;
+    assert!(
+        status.success(),
+        "SIGTERM exit status {status}:\n{}",
+        b.log_text()
+    );
+    let holder = leases
+        .get(LEASE)
+        .await
+        .expect("the Lease")
+        .spec
+        .and_then(|s| s.holder_identity);
+    assert_ne!(
+        holder.as_deref(),
+        Some("replica-b"),
+        "the Lease was not released"
+    );
+    ns.wait_for(
+        "replica-c takes the released Lease",
+        Duration::from_secs(60),
+        || async {
+            let lease = leases.get_opt(LEASE).await?;
+            let holder = lease.and_then(|l| l.spec).and_then(|s| s.holder_identity);
+            Ok((holder.as_deref() == Some("replica-c")).then_some(()))
+        },
+    )
+    .await;
+    let handover = stopped.elapsed();
+    eprintln!("hand-over after SIGTERM: {handover:?}");
+    assert!(
+        handover <= Duration::from_secs(25),
+        "hand-over took {handover:?}"
     );
 }
