@@ -3,6 +3,8 @@
 //! Only wiring lives here: every decision is made by `raygate_api`, the same functions the
 //! webhook and the reconciler call.
 
+mod reconcile;
+
 use std::fs;
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
@@ -88,6 +90,12 @@ enum Command {
         #[command(flatten)]
         rules: RuleOptions,
     },
+    /// Run raygate's reconciler: turns RayClusters into a head Service and Pods (with their
+    /// Volcano PodGroup in opted-in namespaces), with leader election, health and metrics.
+    ///
+    /// Exit codes: 0 after SIGTERM/SIGINT, 2 on a start-up error, lost leadership or a fatal
+    /// API error.
+    Reconcile(Box<reconcile::Args>),
     /// Print raygate's version and the upstream versions it is compatible with.
     Version,
 }
@@ -161,6 +169,10 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Crds { write } => crds(write),
         Command::Webhook { server, rules } => {
             webhook::run(*server, rules.context())?;
+            Ok(EXIT_VALID)
+        }
+        Command::Reconcile(args) => {
+            reconcile::run(*args)?;
             Ok(EXIT_VALID)
         }
         Command::Version => {

@@ -16,6 +16,7 @@
 pub mod admission;
 pub mod check;
 pub mod conversion;
+pub mod cluster;
 pub mod crd;
 pub mod features;
 pub mod finding;

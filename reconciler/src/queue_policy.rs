@@ -51,6 +51,15 @@ struct Context {
     namespaces: Store<Namespace>,
 }
 
+/// The QueuePolicy status controller as one of the reconciler's [`crate::Controller`]s: it
+/// runs while this replica leads, and stops with the other controllers.
+pub fn controller() -> crate::Controller {
+    crate::Controller {
+        name: "queuepolicy",
+        run: |ctx| Box::pin(run(ctx.client.clone(), ctx.shutdown.clone().wait())),
+    }
+}
+
 /// Runs the QueuePolicy status controller until `shutdown` resolves.
 pub async fn run(client: Client, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let policies = Api::<QueuePolicy>::all(client.clone());
