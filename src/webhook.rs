@@ -115,12 +115,14 @@ async fn serve(
     // Until the source has loaded a certificate, handshakes fail and /readyz says why.
     let certs = Arc::new(CertResolver::new());
     let _cert_task = cert_source.spawn(client.clone(), certs.clone());
+    let mut registry = prometheus_client::registry::Registry::default();
+    certs.metrics().register(&mut registry);
     let (caches, watches) = Caches::start(client);
     tokio::spawn(watches);
     let state = AppState {
         caches,
         certs: certs.clone(),
-        metrics: Arc::new(Metrics::new()),
+        metrics: Arc::new(Metrics::with_registry(registry)),
         validation: Arc::new(validation),
         limits,
     };

@@ -92,7 +92,12 @@ impl Default for Metrics {
 impl Metrics {
     /// A fresh set of metrics in its own registry.
     pub fn new() -> Self {
-        let mut registry = Registry::default();
+        Self::with_registry(Registry::default())
+    }
+
+    /// The webhook's metrics added to `registry`, which may already hold metrics of other
+    /// parts of the process (e.g. the serving certificate's); `/metrics` renders them all.
+    pub fn with_registry(mut registry: Registry) -> Self {
         let requests = Family::<CodeLabels, Counter>::default();
         let latency = Family::<WebhookLabels, Histogram>::new_with_constructor(
             latency_histogram as fn() -> Histogram,

@@ -168,10 +168,13 @@ impl Server {
             certified_key_from_pem(pki.cert_pem.as_bytes(), pki.key_pem.as_bytes())
                 .expect("usable serving certificate"),
         );
+        // The process registry also carries the certificate's metrics, as `raygate webhook` does.
+        let mut registry = prometheus_client::registry::Registry::default();
+        certs.metrics().register(&mut registry);
         let state = AppState {
             caches: Caches::preloaded(world()),
             certs: certs.clone(),
-            metrics: Arc::new(Metrics::new()),
+            metrics: Arc::new(Metrics::with_registry(registry)),
             validation: Arc::new(ValidationContext::default()),
             limits,
         };
@@ -831,6 +834,8 @@ async fn health_readiness_and_metrics_are_served() {
         r#"raygate_webhook_patch_bytes_count{webhook="/mutate/pods"} 1"#,
         r#"raygate_webhook_cache_synced{cache="rayclusters"} 1"#,
         r#"raygate_webhook_cache_age_seconds{cache="namespaces"}"#,
+        "raygate_certificate_loads_total 1",
+        "raygate_certificate_not_after_seconds ",
     ] {
         assert!(
             metrics.contains(expected),
