@@ -407,3 +407,20 @@ pub fn merge_patch(old: &Value, new: &Value) -> Value {
         _ => new.clone(),
     }
 }
+
+/// A RayJob status as KubeRay serialises it: empty strings are omitted (Go's `omitempty`).
+pub fn status_json(status: &RayJobStatus) -> Value {
+    let mut value = serde_json::to_value(status).unwrap_or(Value::Null);
+    if let Value::Object(fields) = &mut value {
+        fields.retain(|_, v| v.as_str() != Some(""));
+    }
+    value
+}
+
+/// The merge patch of the status subresource that turns `old` into `new` (`{}`: nothing to do).
+pub fn status_patch(old: Option<&RayJobStatus>, new: &RayJobStatus) -> Value {
+    let old = old
+        .map(status_json)
+        .unwrap_or_else(|| Value::Object(Map::new()));
+    merge_patch(&old, &status_json(new))
+}

@@ -976,3 +976,21 @@ fn dashboard_is_asked_only_while_running() {
     assert_eq!(dashboard_query(&initializing(job(""))), None);
     assert_eq!(dashboard_query(&job("")), None);
 }
+
+#[test]
+fn status_patches_omit_empty_strings_like_go() {
+    let old = running(job("")).status.unwrap();
+    let mut new = old.clone();
+    new.job_status = Some(String::new());
+    assert_eq!(status_patch(Some(&old), &new), json!({}));
+    new.job_deployment_status = Some(String::new());
+    new.job_id = None;
+    assert_eq!(
+        status_patch(Some(&old), &new),
+        json!({"jobDeploymentStatus": null, "jobId": null})
+    );
+    assert_eq!(
+        status_patch(None, &new)["rayClusterName"],
+        json!("demo-fghjk")
+    );
+}
