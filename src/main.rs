@@ -3,6 +3,8 @@
 //! Only wiring lives here: every decision is made by `raygate_api`, the same functions the
 //! webhook and the reconciler call.
 
+mod reconcile;
+
 use std::fs;
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
@@ -75,6 +77,12 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         write: Option<PathBuf>,
     },
+    /// Run raygate's reconciler: turns RayClusters into a head Service and Pods (with their
+    /// Volcano PodGroup in opted-in namespaces), with leader election, health and metrics.
+    ///
+    /// Exit codes: 0 after SIGTERM/SIGINT, 2 on a start-up error, lost leadership or a fatal
+    /// API error.
+    Reconcile(Box<reconcile::Args>),
     /// Print raygate's version and the upstream versions it is compatible with.
     Version,
 }
@@ -146,6 +154,10 @@ fn run(cli: Cli) -> Result<u8> {
         } => validate(&files.files, output, &rules.context()),
         Command::Podgroup { files, output } => podgroups(&files.files, output),
         Command::Crds { write } => crds(write),
+        Command::Reconcile(args) => {
+            reconcile::run(*args)?;
+            Ok(EXIT_VALID)
+        }
         Command::Version => {
             println!(
                 "raygate {} (ray.io/v1 compatible with KubeRay v1.7, Volcano scheduling.volcano.sh/v1beta1)",

@@ -14,6 +14,7 @@
 //! survive every raygate write, whatever version of the types raygate was built with.
 
 pub mod check;
+pub mod cluster;
 pub mod crd;
 pub mod features;
 pub mod finding;

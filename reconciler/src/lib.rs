@@ -1,7 +1,315 @@
-//! raygate's lightweight reconciler: RayJob lifecycle, RayCluster Pods, PodGroups, submitter Jobs.
+//! raygate's lightweight reconciler: the process shell and its controllers.
 //!
-//! Thin shells around the pure decisions of `raygate-api`: each controller observes what exists,
-//! asks the core what to do, and performs it.
+//! [`run`] serves health and metrics, waits for leadership (a `coordination.k8s.io` Lease
+//! through `kube-lease-manager`, when enabled), then runs every controller of [`controllers`]
+//! until SIGTERM/SIGINT or until leadership is lost:
+//!
+//! * on a signal the controllers stop taking new work, finish the reconciles in flight, the
+//!   Lease is released (so a standby takes over at once) and `run` returns `Ok`;
+//! * on lost leadership the controllers are stopped and `run` returns
+//!   [`Error::LostLeadership`]; the process exits non-zero and its supervisor restarts it as a
+//!   standby, as controller-runtime does, so two replicas never act at once.
+//!
+//! Controllers are plain functions ([`Controller`]); adding one is one line in
+//! [`controllers`]. Every decision is made by `raygate_api`; this crate only observes and
+//! acts.
 
+pub mod context;
 pub mod dashboard;
+pub mod http;
+pub mod metrics;
+pub mod ray_cluster;
 pub mod rayjob;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use kube::Client;
+use kube_lease_manager::LeaseManagerBuilder;
+use raygate_api::cluster::BuildOptions;
+use raygate_api::validation::{ReconcilerKind, ValidationContext};
+
+pub use context::{Context, NamespaceScope, Shutdown, ShutdownTrigger};
+pub use metrics::Metrics;
+
+/// Field manager and event reporter name of the reconciler.
+pub const MANAGER_NAME: &str = "raygate-reconciler";
+
+/// How long in-flight reconciles may take to finish after a shutdown signal.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+
+/// Leader election settings.
+#[derive(Clone, Debug)]
+pub struct LeaderElection {
+    /// Name of the Lease.
+    pub lease_name: String,
+    /// Namespace of the Lease.
+    pub lease_namespace: String,
+    /// This replica's identity in the Lease (`holderIdentity`).
+    pub identity: String,
+    /// Seconds a Lease stays valid without renewal: the fail-over time after a crash.
+    pub lease_duration_seconds: u64,
+    /// Seconds before expiry at which the holder renews.
+    pub renew_grace_seconds: u64,
+}
+
+/// The reconciler's configuration (built by `raygate reconcile` from flags and environment).
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Namespaces to watch; empty means all.
+    pub watch_namespaces: Vec<String>,
+    /// Label selector on Namespaces: objects in other namespaces are left alone.
+    pub namespace_selector: Option<String>,
+    /// The namespace label (key, value) that opts a namespace into Volcano.
+    pub opt_in_label: (String, String),
+    /// Reconciles run at once per controller (0: unbounded).
+    pub concurrency: u16,
+    /// Validation rules (feature gates; always with raygate's reconciler).
+    pub validation: ValidationContext,
+    /// Settings of the Service and Pod builders.
+    pub build: BuildOptions,
+    /// Leader election; `None` runs the controllers at once (a single replica).
+    pub leader_election: Option<LeaderElection>,
+    /// Address of the health/metrics listener.
+    pub metrics_addr: SocketAddr,
+    /// Kubeconfig file; `None` uses `KUBECONFIG`, `~/.kube/config` or the in-cluster config.
+    pub kubeconfig: Option<PathBuf>,
+    /// `host:port` of one Ray dashboard that every RayJob talks to instead of its cluster's
+    /// head Service (a local Ray head in tests); `None` uses `status.dashboardURL`.
+    pub ray_dashboard_address: Option<String>,
+}
+
+impl Config {
+    /// The namespaces to run each controller in: `None` is every namespace.
+    pub fn scopes(&self) -> Vec<Option<String>> {
+        if self.watch_namespaces.is_empty() {
+            vec![None]
+        } else {
+            self.watch_namespaces.iter().cloned().map(Some).collect()
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            watch_namespaces: Vec::new(),
+            namespace_selector: None,
+            opt_in_label: (
+                raygate_api::keys::NAMESPACE_OPT_IN_LABEL.to_string(),
+                raygate_api::keys::NAMESPACE_OPT_IN_VALUE.to_string(),
+            ),
+            concurrency: 4,
+            validation: ValidationContext {
+                reconciler: ReconcilerKind::Raygate,
+                ..ValidationContext::default()
+            },
+            build: BuildOptions::default(),
+            leader_election: None,
+            metrics_addr: SocketAddr::from(([127, 0, 0, 1], 9091)),
+            kubeconfig: None,
+            ray_dashboard_address: None,
+        }
+    }
+}
+
+/// Why the reconciler stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The health/metrics address could not be bound.
+    #[error("cannot listen on {addr} for health and metrics: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// No Kubernetes client could be built.
+    #[error("cannot build a Kubernetes client (KUBECONFIG or in-cluster config): {0}")]
+    Client(#[source] kube::Error),
+    /// The kubeconfig file could not be used.
+    #[error("kubeconfig {path}: {source}")]
+    Kubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: kube::config::KubeconfigError,
+    },
+    /// The Lease could not be set up.
+    #[error("leader election through Lease {lease}: {source}")]
+    Lease {
+        /// `<namespace>/<name>` of the Lease.
+        lease: String,
+        /// Why.
+        source: kube_lease_manager::LeaseManagerError,
+    },
+    /// Another replica took the Lease while this one was reconciling.
+    #[error("lost the leader Lease {0}; exiting so that only the new leader acts")]
+    LostLeadership(String),
+    /// `--namespace-selector` was rejected.
+    #[error("--namespace-selector {selector:?}: {source}")]
+    NamespaceSelector {
+        /// The selector.
+        selector: String,
+        /// The API server's answer.
+        source: kube::Error,
+    },
+    /// The Namespace cache never synced.
+    #[error("the Namespace cache could not be started")]
+    NamespaceCache,
+    /// The process could not listen for signals.
+    #[error("cannot listen for termination signals: {0}")]
+    Signals(#[source] std::io::Error),
+}
+
+/// A controller: a name (the `controller` metrics label) and a function that runs it until
+/// the context's shutdown signal fires.
+pub struct Controller {
+    /// Name, as in controller-runtime (lower-case kind).
+    pub name: &'static str,
+    /// Runs the controller; returns once it has stopped.
+    pub run: fn(Arc<Context>) -> BoxFuture<'static, ()>,
+}
+
+/// Every controller the reconciler runs.
+pub fn controllers() -> Vec<Controller> {
+    vec![ray_cluster::controller(), rayjob::controller()]
+}
+
+/// Runs the reconciler until SIGTERM/SIGINT (`Ok`) or a fatal error.
+///
+/// # Errors
+/// See [`Error`].
+pub async fn run(config: Config) -> Result<(), Error> {
+    let metrics = Arc::new(Metrics::new());
+    let listener = http::bind(config.metrics_addr).await?;
+    let (stop_http, http_shutdown) = Shutdown::new();
+    let server = tokio::spawn(http::serve(listener, metrics.clone(), http_shutdown));
+    tracing::info!(addr = %config.metrics_addr, "serving /healthz, /readyz and /metrics");
+    let client = client(config.kubeconfig.as_deref()).await?;
+    let result = lead_and_run(client, config, metrics).await;
+    stop_http.fire();
+    let _ = server.await;
+    result
+}
+
+async fn client(kubeconfig: Option<&std::path::Path>) -> Result<Client, Error> {
+    let Some(path) = kubeconfig else {
+        return Client::try_default().await.map_err(Error::Client);
+    };
+    let error = |source| Error::Kubeconfig {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = kube::config::Kubeconfig::read_from(path).map_err(error)?;
+    let config =
+        kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+            .await
+            .map_err(error)?;
+    Client::try_from(config).map_err(Error::Client)
+}
+
+async fn lead_and_run(client: Client, config: Config, metrics: Arc<Metrics>) -> Result<(), Error> {
+    let mut terminate = termination().map_err(Error::Signals)?;
+    let Some(election) = config.leader_election.clone() else {
+        let (trigger, shutdown) = Shutdown::new();
+        let controllers = run_controllers(client, config, metrics, shutdown);
+        tokio::pin!(controllers);
+        tokio::select! {
+            result = &mut controllers => return result,
+            () = &mut terminate => {}
+        }
+        tracing::info!("termination signal: finishing reconciles in flight");
+        trigger.fire();
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, controllers).await;
+        return Ok(());
+    };
+
+    let lease = format!("{}/{}", election.lease_namespace, election.lease_name);
+    let manager = LeaseManagerBuilder::new(client.clone(), &election.lease_name)
+        .with_namespace(&election.lease_namespace)
+        .with_identity(&election.identity)
+        .with_duration(election.lease_duration_seconds)
+        .with_grace(election.renew_grace_seconds)
+        .with_field_manager(MANAGER_NAME)
+        .build()
+        .await
+        .map_err(|source| Error::Lease {
+            lease: lease.clone(),
+            source,
+        })?;
+    let (mut leading, lease_task) = manager.watch().await;
+    metrics.set_leader(&election.lease_name, false);
+    tracing::info!(%lease, identity = %election.identity, "waiting for leadership");
+    let acquired = tokio::select! {
+        changed = leading.wait_for(|leader| *leader) => changed.is_ok(),
+        () = &mut terminate => false,
+    };
+    if !acquired {
+        drop(leading);
+        let _ = lease_task.await;
+        return Ok(());
+    }
+    metrics.set_leader(&election.lease_name, true);
+    tracing::info!(%lease, identity = %election.identity, "became leader; starting controllers");
+
+    let (trigger, shutdown) = Shutdown::new();
+    let controllers = run_controllers(client, config, metrics.clone(), shutdown);
+    tokio::pin!(controllers);
+    let outcome = tokio::select! {
+        result = &mut controllers => result,
+        () = &mut terminate => {
+            tracing::info!("termination signal: finishing reconciles in flight, then releasing the Lease");
+            Ok(())
+        }
+        lost = leading.wait_for(|leader| !*leader) => {
+            // An error here means the Lease task ended: leadership can no longer be proven.
+            let _ = lost;
+            tracing::error!(%lease, "lost leadership; stopping controllers");
+            Err(Error::LostLeadership(lease.clone()))
+        }
+    };
+    trigger.fire();
+    let _ = tokio::time::timeout(SHUTDOWN_GRACE, controllers).await;
+    metrics.set_leader(&election.lease_name, false);
+    // Dropping the channel makes the Lease task release the Lease before it returns.
+    drop(leading);
+    let _ = lease_task.await;
+    outcome
+}
+
+async fn run_controllers(
+    client: Client,
+    config: Config,
+    metrics: Arc<Metrics>,
+    shutdown: Shutdown,
+) -> Result<(), Error> {
+    let ctx = Context::start(client, config, metrics, shutdown.clone()).await?;
+    if shutdown.fired() {
+        return Ok(());
+    }
+    let running = controllers().into_iter().map(|controller| {
+        ctx.metrics
+            .set_max_concurrent(controller.name, ctx.config.concurrency);
+        tracing::info!(controller = controller.name, "starting controller");
+        (controller.run)(ctx.clone())
+    });
+    futures::future::join_all(running).await;
+    Ok(())
+}
+
+/// Resolves on SIGTERM or SIGINT.
+fn termination() -> std::io::Result<BoxFuture<'static, ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(Box::pin(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    }))
+}

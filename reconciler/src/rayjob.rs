@@ -7,19 +7,19 @@
 //! finalizer changes carry the observed `resourceVersion`, and before the first create of a
 //! pass the RayJob is read again: a pass that decided on a stale cached RayJob creates nothing.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::runtime::controller::{self, Action as Requeue, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
 use raygate_api::finding::Finding;
 use raygate_api::keys;
 use raygate_api::lifecycle::{
@@ -27,54 +27,19 @@ use raygate_api::lifecycle::{
     dashboard_query, decide, status_patch,
 };
 use raygate_api::ray::v1::{RayCluster, RayJob};
-use raygate_api::validation::{ValidationContext, validate_ray_job};
+use raygate_api::validation::validate_ray_job;
 use raygate_api::volcano::PodGroup;
 use serde_json::json;
 use tracing::{Instrument, debug, info, info_span, warn};
 
+use crate::context::{Context, NamespaceScope};
 use crate::dashboard::{AddressResolver, Dashboard, DashboardError};
 
-/// Name the controller reports in Events.
-pub const CONTROLLER_NAME: &str = "raygate-rayjob-controller";
+/// The controller's name (metrics label, logs).
+pub const NAME: &str = "rayjob";
 
-/// Knobs of the RayJob controller.
-#[derive(Clone, Debug)]
-pub struct RayJobControllerConfig {
-    /// KubeRay's operator-wide settings.
-    pub lifecycle: LifecycleConfig,
-    /// Validation rules applied before every pass.
-    pub validation: ValidationContext,
-    /// Where the dashboards are reached.
-    pub dashboard: AddressResolver,
-    /// Timeout of each dashboard call.
-    pub dashboard_timeout: Duration,
-    /// Ray token (token auth), sent to every dashboard.
-    pub dashboard_token: Option<String>,
-    /// Reconciles running at once (0: unbounded).
-    pub concurrency: u16,
-    /// Only this namespace (`None`: all).
-    pub namespace: Option<String>,
-    /// Identity reported in Events (e.g. the Pod name).
-    pub instance: Option<String>,
-}
-
-impl Default for RayJobControllerConfig {
-    fn default() -> Self {
-        RayJobControllerConfig {
-            lifecycle: LifecycleConfig::default(),
-            validation: ValidationContext {
-                reconciler: raygate_api::validation::ReconcilerKind::Raygate,
-                ..ValidationContext::default()
-            },
-            dashboard: AddressResolver::default(),
-            dashboard_timeout: Duration::from_secs(2),
-            dashboard_token: None,
-            concurrency: 16,
-            namespace: None,
-            instance: None,
-        }
-    }
-}
+/// How long each dashboard call may take (KubeRay: 2 s direct).
+const DASHBOARD_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Why a pass failed; the controller retries it.
 #[derive(Debug, thiserror::Error)]
@@ -134,69 +99,97 @@ fn optional<T>(result: Result<T, kube::Error>) -> Result<Option<T>, kube::Error>
     }
 }
 
-struct Context {
-    client: Client,
-    config: RayJobControllerConfig,
+/// What each reconcile gets.
+struct Shared {
+    ctx: Arc<Context>,
+    lifecycle: LifecycleConfig,
     dashboard: Dashboard,
     recorder: Recorder,
 }
 
-/// Runs the RayJob controller until `shutdown` resolves.
-pub async fn run(
-    client: Client,
-    config: RayJobControllerConfig,
-    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
-) {
-    let (jobs, clusters, submitters, pod_groups): (
-        Api<RayJob>,
-        Api<RayCluster>,
-        Api<Job>,
-        Api<PodGroup>,
-    ) = match &config.namespace {
-        Some(ns) => (
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client.clone(), ns),
-        ),
-        None => (
-            Api::all(client.clone()),
-            Api::all(client.clone()),
-            Api::all(client.clone()),
-            Api::all(client.clone()),
-        ),
-    };
+/// The RayJob controller, for [`crate::controllers`].
+pub fn controller() -> crate::Controller {
+    crate::Controller {
+        name: NAME,
+        run: run_all,
+    }
+}
+
+fn run_all(ctx: Arc<Context>) -> BoxFuture<'static, ()> {
+    Box::pin(async move {
+        let lifecycle = LifecycleConfig {
+            cluster_domain: ctx.config.build.cluster_domain.clone(),
+            gates: ctx.config.validation.gates.clone(),
+            ..LifecycleConfig::default()
+        };
+        let resolver = match &ctx.config.ray_dashboard_address {
+            Some(address) => AddressResolver::Fixed(address.clone()),
+            None => AddressResolver::ClusterDns,
+        };
+        let shared = Arc::new(Shared {
+            recorder: Recorder::new(
+                ctx.client.clone(),
+                Reporter {
+                    controller: crate::MANAGER_NAME.to_string(),
+                    instance: ctx
+                        .config
+                        .leader_election
+                        .as_ref()
+                        .map(|l| l.identity.clone()),
+                },
+            ),
+            dashboard: Dashboard::new(resolver, DASHBOARD_TIMEOUT, None),
+            lifecycle,
+            ctx: ctx.clone(),
+        });
+        let running = ctx
+            .config
+            .scopes()
+            .into_iter()
+            .map(|namespace| run_in(shared.clone(), namespace));
+        futures::future::join_all(running).await;
+    })
+}
+
+fn scoped<K>(ctx: &Context, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    <K as Resource>::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
+    }
+}
+
+/// Runs the controller for one namespace (`None`: all) until the context's shutdown fires.
+async fn run_in(shared: Arc<Shared>, namespace: Option<String>) {
+    let ctx = shared.ctx.clone();
+    let ns = namespace.as_deref();
     let ours = format!("{}=RayJob", keys::ORIGINATED_FROM_CRD_LABEL);
-    let reporter = Reporter {
-        controller: CONTROLLER_NAME.to_string(),
-        instance: config.instance.clone(),
-    };
-    let context = Arc::new(Context {
-        recorder: Recorder::new(client.clone(), reporter),
-        dashboard: Dashboard::new(
-            config.dashboard.clone(),
-            config.dashboard_timeout,
-            config.dashboard_token.clone(),
-        ),
-        client,
-        config: config.clone(),
-    });
-    Controller::new(jobs, watcher::Config::default())
-        .owns(clusters, watcher::Config::default().labels(&ours))
-        .owns(submitters, watcher::Config::default().labels(&ours))
-        .owns(pod_groups, watcher::Config::default())
-        .with_config(controller::Config::default().concurrency(config.concurrency))
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, context)
+    Controller::new(scoped::<RayJob>(&ctx, ns), watcher::Config::default())
+        .owns(
+            scoped::<RayCluster>(&ctx, ns),
+            watcher::Config::default().labels(&ours),
+        )
+        .owns(
+            scoped::<Job>(&ctx, ns),
+            watcher::Config::default().labels(&ours),
+        )
+        .owns(scoped::<PodGroup>(&ctx, ns), watcher::Config::default())
+        .with_config(controller::Config::default().concurrency(ctx.config.concurrency))
+        .graceful_shutdown_on(ctx.shutdown.clone().wait())
+        .run(reconcile, error_policy, shared)
         .for_each(|result| async move {
             if let Err(error) = result {
-                debug!(%error, "RayJob reconcile ended with an error");
+                debug!(%error, "rayjob controller event");
             }
         })
         .await;
+    info!(controller = NAME, namespace = ?namespace, "controller stopped");
 }
 
-fn error_policy(job: Arc<RayJob>, error: &ReconcileError, _: Arc<Context>) -> Requeue {
+fn error_policy(job: Arc<RayJob>, error: &ReconcileError, _: Arc<Shared>) -> Requeue {
     let key = format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any());
     if error.is_conflict() {
         debug!(rayjob = %key, %error, "retrying on a newer version");
@@ -227,26 +220,29 @@ fn error_messages(findings: &[Finding]) -> Vec<String> {
         .collect()
 }
 
-async fn reconcile(job: Arc<RayJob>, ctx: Arc<Context>) -> Result<Requeue, ReconcileError> {
+async fn reconcile(job: Arc<RayJob>, shared: Arc<Shared>) -> Result<Requeue, ReconcileError> {
     let (Some(namespace), Some(name)) = (job.namespace(), job.metadata.name.clone()) else {
         return Err(ReconcileError::Unnamed);
     };
-    let span = info_span!("reconcile", rayjob = %format!("{namespace}/{name}"));
-    Pass {
-        ctx: &ctx,
+    let span = info_span!("reconcile", controller = NAME, object = %format!("{namespace}/{name}"));
+    let pass = Pass {
+        shared: &shared,
         job: &job,
         namespace: &namespace,
         name: &name,
         resource_version: job.resource_version().unwrap_or_default(),
-    }
-    .run()
-    .instrument(span)
-    .await
+    };
+    shared
+        .ctx
+        .metrics
+        .reconcile(NAME, pass.run().instrument(span.clone()))
+        .instrument(span)
+        .await
 }
 
 /// One reconcile pass of one RayJob.
 struct Pass<'a> {
-    ctx: &'a Context,
+    shared: &'a Shared,
     job: &'a RayJob,
     namespace: &'a str,
     name: &'a str,
@@ -259,7 +255,7 @@ impl Pass<'_> {
     where
         K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
     {
-        Api::namespaced(self.ctx.client.clone(), self.namespace)
+        Api::namespaced(self.shared.ctx.client.clone(), self.namespace)
     }
 
     async fn run(mut self) -> Result<Requeue, ReconcileError> {
@@ -274,19 +270,13 @@ impl Pass<'_> {
         if managed_elsewhere {
             return Ok(Requeue::await_change());
         }
-        let volcano = if job.metadata.deletion_timestamp.is_some() {
-            false
-        } else {
-            let ns: Api<Namespace> = Api::all(self.ctx.client.clone());
-            let labels = ns
-                .get(self.namespace)
-                .await
-                .map_err(kube_err("get the namespace"))?
-                .metadata
-                .labels
-                .unwrap_or_default();
-            labels.get(keys::NAMESPACE_OPT_IN_LABEL).map(String::as_str)
-                == Some(keys::NAMESPACE_OPT_IN_VALUE)
+        let volcano = match self.shared.ctx.namespace_scope(self.namespace) {
+            NamespaceScope::Ignored => {
+                debug!("namespace not selected; skipped");
+                return Ok(Requeue::await_change());
+            }
+            NamespaceScope::Plain => false,
+            NamespaceScope::Volcano => job.metadata.deletion_timestamp.is_none(),
         };
         let cluster_name = status.ray_cluster_name.clone().unwrap_or_default();
         let cluster = if cluster_name.is_empty() || job.metadata.deletion_timestamp.is_some() {
@@ -327,17 +317,18 @@ impl Pass<'_> {
         };
         let ray_job = match dashboard_query(job) {
             None => RayJobObservation::NotQueried,
-            Some((url, id)) => match self.ctx.dashboard.job(&url, &id).await {
+            Some((url, id)) => match self.shared.dashboard.job(&url, &id).await {
                 Ok(details) => RayJobObservation::Found(details),
                 Err(DashboardError::NotFound(_)) => RayJobObservation::NotFound,
                 Err(e) => RayJobObservation::Unreachable(e.to_string()),
             },
         };
-        let validation_errors = error_messages(&validate_ray_job(job, &self.ctx.config.validation));
+        let validation_errors =
+            error_messages(&validate_ray_job(job, &self.shared.ctx.config.validation));
         let snapshot = Snapshot {
             job,
             now: Timestamp::now(),
-            config: &self.ctx.config.lifecycle,
+            config: &self.shared.lifecycle,
             validation_errors,
             volcano,
             cluster: cluster.as_ref(),
@@ -534,14 +525,17 @@ impl Pass<'_> {
                 request,
             } => {
                 self.ensure_fresh(fresh).await?;
-                self.ctx.dashboard.submit(&dashboard_url, &request).await?;
+                self.shared
+                    .dashboard
+                    .submit(&dashboard_url, &request)
+                    .await?;
                 info!(submission_id = %request["submission_id"], "Ray job submitted");
             }
             Action::StopRayJob {
                 dashboard_url,
                 submission_id,
             } => match self
-                .ctx
+                .shared
                 .dashboard
                 .stop(&dashboard_url, &submission_id)
                 .await
@@ -601,7 +595,7 @@ impl Pass<'_> {
             secondary: None,
         };
         if let Err(error) = self
-            .ctx
+            .shared
             .recorder
             .publish(&event, &self.job.object_ref(&()))
             .await

@@ -12,12 +12,14 @@
 //!   [`TestNamespace::wait_for`] to poll a condition and dump the namespace when it times out;
 //! * [`ray::Dashboard`] talks to the Ray head's Jobs API;
 //! * [`raygate`] runs raygate's own binary;
+//! * [`reconciler`] runs a test's own `raygate reconcile` for its namespace;
 //! * [`runner`] holds the pure parts of the `submitter-runner` binary.
 
 pub mod env;
 pub mod namespace;
 pub mod ray;
 pub mod raygate;
+pub mod reconciler;
 pub mod runner;
 
 pub use env::Env;

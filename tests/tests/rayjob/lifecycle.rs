@@ -12,7 +12,7 @@ use raygate_e2e::ray::Dashboard;
 use raygate_e2e::{Env, TestNamespace};
 use serde_json::json;
 
-use super::{RUN, Reconcilers, create, pods, ray_job, wait_status};
+use super::{RUN, create, pods, ray_job, wait_status};
 
 const OPT_IN: [(&str, &str); 1] = [("raygate.io/scheduler", "volcano")];
 
@@ -50,7 +50,6 @@ fn assert_gang_bound(pods: &[Pod], job: &str, task: Option<&str>, dump: &str) {
 async fn a_rayjob_runs_gang_scheduled_to_success_and_its_cluster_goes_after_the_ttl() {
     let env = Env::load();
     let ns = TestNamespace::with_labels(&env, "rayjob-happy", &OPT_IN).await;
-    let _reconcilers = Reconcilers::start(&env, &ns).await;
     let job = ray_job(
         "demo",
         "python -c \"print('hello from raygate')\"",
@@ -143,7 +142,6 @@ async fn a_rayjob_runs_gang_scheduled_to_success_and_its_cluster_goes_after_the_
 async fn a_failing_entrypoint_is_retried_on_a_new_cluster_then_fails() {
     let env = Env::load();
     let ns = TestNamespace::with_labels(&env, "rayjob-retry", &OPT_IN).await;
-    let _reconcilers = Reconcilers::start(&env, &ns).await;
     create(
         &ns,
         &ray_job("flaky", "python -c 'exit(3)'", 1, json!({"backoffLimit": 1})),
@@ -202,7 +200,6 @@ async fn a_failing_entrypoint_is_retried_on_a_new_cluster_then_fails() {
 async fn deleting_a_running_rayjob_stops_its_ray_job() {
     let env = Env::load();
     let ns = TestNamespace::with_labels(&env, "rayjob-delete", &OPT_IN).await;
-    let _reconcilers = Reconcilers::start(&env, &ns).await;
     create(
         &ns,
         &ray_job("long", "python -c 'import time; time.sleep(600)'", 1, json!({})),
@@ -234,7 +231,6 @@ async fn deleting_a_running_rayjob_stops_its_ray_job() {
 async fn http_mode_submits_the_job_itself() {
     let env = Env::load();
     let ns = TestNamespace::with_labels(&env, "rayjob-http", &OPT_IN).await;
-    let _reconcilers = Reconcilers::start(&env, &ns).await;
     create(
         &ns,
         &ray_job(

@@ -1,6 +1,6 @@
 //! The RayJob controller end to end: real API server, Volcano, kwok nodes, the submitter runner
-//! and a real Ray head. Each test runs raygate's reconcilers scoped to its own namespace, with
-//! every dashboard address pointed at the environment's Ray head.
+//! and a real Ray head. The environment's `raygate reconcile` (RayCluster and RayJob
+//! controllers, every dashboard address pointed at the environment's Ray head) runs them.
 
 mod lifecycle;
 
@@ -9,43 +9,11 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, PostParams};
 use raygate_api::ray::v1::RayJob;
-use raygate_e2e::{Env, TestNamespace};
+use raygate_e2e::TestNamespace;
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
 
 /// Bound for a whole RayJob run (cluster up, submitter, Ray job, status).
 const RUN: Duration = Duration::from_secs(150);
-
-/// raygate's reconcilers running in this process for one namespace; stopped when dropped.
-struct Reconcilers {
-    stop: Option<oneshot::Sender<()>>,
-}
-
-impl Reconcilers {
-    async fn start(env: &Env, ns: &TestNamespace) -> Reconcilers {
-        let (stop, stopped) = oneshot::channel::<()>();
-        let config = raygate_reconciler::rayjob::RayJobControllerConfig {
-            dashboard: raygate_reconciler::dashboard::AddressResolver::Fixed(
-                env.ray_dashboard().to_string(),
-            ),
-            namespace: Some(ns.name().to_string()),
-            ..Default::default()
-        };
-        let client = env.client().await;
-        tokio::spawn(raygate_reconciler::rayjob::run(client, config, async {
-            let _ = stopped.await;
-        }));
-        Reconcilers { stop: Some(stop) }
-    }
-}
-
-impl Drop for Reconcilers {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
-}
 
 /// A RayJob with one head (1 CPU, 2Gi) and `workers` workers (500m, 1Gi), running `entrypoint`;
 /// `extra` is merged into its spec.

@@ -1,0 +1,388 @@
+//! One reconcile of a RayCluster as a pure function: what exists → actions and status
+//! (`kuberay-compat.md` §8.1, §8.4, §9.5–9.6).
+//!
+//! The order of the actions is the order they must run in: the head Service, the PodGroup
+//! (before any Pod, so Volcano never sees a Pod of a gang it does not know), Pod deletions,
+//! then Pod creations. Every action is idempotent by name, so a reconcile that stops at a
+//! failure is simply recomputed and continued by the next one.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Resource;
+
+use super::build::{self, BuildOptions, PodRole};
+use super::status::{self, StatusInput, is_terminating, node_type, phase};
+use super::{HEAD_NODE_TYPE, WORKER_NODE_TYPE};
+use crate::onboarding::{self, GangMembership, Labels, RayPodRole};
+use crate::quantity::ResourceQuantity;
+use crate::ray::v1::{RayCluster, RayClusterStatus, WorkerGroupSpec};
+use crate::sizing::{self, SizingError};
+use crate::validation::{self, ValidationContext};
+use crate::volcano::PodGroup;
+
+/// What exists for one RayCluster.
+pub struct Observed<'a> {
+    /// Pods labelled `ray.io/cluster=<name>` in the cluster's namespace (terminating ones too).
+    pub pods: &'a [Pod],
+    /// The head Service, when it exists.
+    pub head_service: Option<&'a Service>,
+    /// The cluster's own PodGroup `ray-<cluster>-pg`, when it exists.
+    pub pod_group: Option<&'a PodGroup>,
+    /// Whether the namespace is opted into Volcano (`raygate.io/scheduler=volcano`).
+    pub volcano: bool,
+    /// The current time (status timestamps).
+    pub now: &'a Time,
+}
+
+/// One write to the API server.
+#[derive(Clone, Debug)]
+pub enum Action {
+    /// Create the head Service (AlreadyExists is success).
+    CreateService(Box<Service>),
+    /// Create the cluster's PodGroup (AlreadyExists is success).
+    CreatePodGroup(Box<PodGroup>),
+    /// Set `spec.minMember` and `spec.minResources` of the PodGroup, nothing else.
+    ResizePodGroup {
+        /// PodGroup name.
+        name: String,
+        /// New `spec.minMember`.
+        min_member: i32,
+        /// New `spec.minResources`.
+        min_resources: BTreeMap<String, Quantity>,
+    },
+    /// Delete a Pod (NotFound is success), guarded by its UID.
+    DeletePod {
+        /// Pod name.
+        name: String,
+        /// Pod UID, a delete precondition so a same-named successor is never removed.
+        uid: Option<String>,
+        /// Why, for logs and events.
+        reason: String,
+    },
+    /// Create a Pod (AlreadyExists is success: a stale view asked for a name that exists).
+    CreatePod(Box<Pod>),
+}
+
+/// The outcome of [`decide`].
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// Writes to make, in order.
+    pub actions: Vec<Action>,
+    /// The status after this pass (write it when [`status::changed`] says so).
+    pub status: RayClusterStatus,
+    /// Warnings to surface as events (e.g. onboarding values left alone).
+    pub warnings: Vec<String>,
+}
+
+/// Decides one reconcile of `cluster`.
+pub fn decide(
+    cluster: &RayCluster,
+    observed: &Observed<'_>,
+    validation: &ValidationContext,
+    options: &BuildOptions,
+) -> Plan {
+    let mut actions = Vec::new();
+    let mut warnings = Vec::new();
+    let failure = failure(cluster, validation);
+    if failure.is_none() {
+        if observed.head_service.is_none() {
+            actions.push(Action::CreateService(Box::new(build::build_head_service(
+                cluster, options,
+            ))));
+        }
+        let sizing_failure = if observed.volcano {
+            pod_group_actions(cluster, observed.pod_group, &mut actions).err()
+        } else {
+            None
+        };
+        if let Some(message) = sizing_failure {
+            return finish(cluster, observed, actions, warnings, Some(message));
+        }
+        pod_actions(cluster, observed, options, &mut actions, &mut warnings);
+    }
+    finish(cluster, observed, actions, warnings, failure)
+}
+
+fn finish(
+    cluster: &RayCluster,
+    observed: &Observed<'_>,
+    actions: Vec<Action>,
+    warnings: Vec<String>,
+    failure: Option<String>,
+) -> Plan {
+    let status = status::compute(
+        cluster,
+        &StatusInput {
+            pods: observed.pods,
+            head_service: observed.head_service,
+            failure,
+            now: observed.now,
+        },
+    );
+    Plan {
+        actions,
+        status,
+        warnings,
+    }
+}
+
+/// Validation errors that stop the cluster, joined kubectl-style.
+fn failure(cluster: &RayCluster, validation: &ValidationContext) -> Option<String> {
+    let findings = validation::validate_ray_cluster(cluster, validation);
+    let errors: Vec<String> = findings
+        .iter()
+        .filter(|f| f.is_error())
+        .map(|f| format!("{}: {}", f.field, f.message))
+        .collect();
+    (!errors.is_empty()).then(|| format!("invalid RayCluster: {}", errors.join("; ")))
+}
+
+/// Creates or resizes the PodGroup of a standalone cluster; a cluster created by a RayJob has
+/// none of its own. A suspended cluster's group is zeroed so it holds no queue capacity.
+fn pod_group_actions(
+    cluster: &RayCluster,
+    existing: Option<&PodGroup>,
+    actions: &mut Vec<Action>,
+) -> Result<(), String> {
+    let wanted = match sizing::ray_cluster_pod_group(cluster) {
+        Ok(pg) => pg,
+        Err(SizingError::OwnedByRayJob { .. }) => return Ok(()),
+        Err(e) => return Err(e.to_string()),
+    };
+    let (min_member, min_resources) = if cluster.spec.suspend == Some(true) {
+        (0, BTreeMap::new())
+    } else {
+        (
+            wanted.spec.min_member.unwrap_or(0),
+            wanted.spec.min_resources.clone().unwrap_or_default(),
+        )
+    };
+    match existing {
+        None => {
+            let mut pg = wanted;
+            pg.spec.min_member = Some(min_member);
+            pg.spec.min_resources = Some(min_resources);
+            actions.push(Action::CreatePodGroup(Box::new(pg)));
+        }
+        Some(pg) => {
+            if pg.spec.min_member != Some(min_member)
+                || !same_resources(pg.spec.min_resources.as_ref(), &min_resources)
+            {
+                actions.push(Action::ResizePodGroup {
+                    name: wanted.metadata.name.clone().unwrap_or_default(),
+                    min_member,
+                    min_resources,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Same resource names with equal quantities (`1000m` equals `1`).
+fn same_resources(
+    current: Option<&BTreeMap<String, Quantity>>,
+    wanted: &BTreeMap<String, Quantity>,
+) -> bool {
+    let Some(current) = current else {
+        return false;
+    };
+    let parse = |m: &BTreeMap<String, Quantity>| -> Option<BTreeMap<String, ResourceQuantity>> {
+        m.iter()
+            .map(|(k, q)| Some((k.clone(), ResourceQuantity::try_from(q).ok()?)))
+            .collect()
+    };
+    match (parse(current), parse(wanted)) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    }
+}
+
+fn is_unhealthy(pod: &Pod) -> bool {
+    matches!(phase(pod), "Failed" | "Succeeded")
+}
+
+fn delete(pod: &Pod, reason: &str) -> Action {
+    Action::DeletePod {
+        name: pod.metadata.name.clone().unwrap_or_default(),
+        uid: pod.metadata.uid.clone(),
+        reason: reason.to_string(),
+    }
+}
+
+fn pod_actions(
+    cluster: &RayCluster,
+    observed: &Observed<'_>,
+    options: &BuildOptions,
+    actions: &mut Vec<Action>,
+    warnings: &mut Vec<String>,
+) {
+    let pods = observed.pods;
+    if cluster.spec.suspend == Some(true) {
+        for pod in pods.iter().filter(|p| !is_terminating(p)) {
+            actions.push(delete(pod, "the RayCluster is suspended"));
+        }
+        return;
+    }
+    let taken: BTreeSet<&str> = pods
+        .iter()
+        .filter_map(|p| p.metadata.name.as_deref())
+        .collect();
+    let mut creates = Vec::new();
+
+    // Head: exactly one healthy head; a terminating one is waited for, never doubled.
+    let heads: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| node_type(p) == Some(HEAD_NODE_TYPE))
+        .collect();
+    let mut healthy_heads: Vec<&Pod> = Vec::new();
+    for pod in heads.iter().filter(|p| !is_terminating(p)) {
+        if is_unhealthy(pod) {
+            actions.push(delete(pod, &format!("the head Pod is {}", phase(pod))));
+        } else {
+            healthy_heads.push(pod);
+        }
+    }
+    newest_first(&mut healthy_heads);
+    for extra in healthy_heads
+        .iter()
+        .take(healthy_heads.len().saturating_sub(1))
+    {
+        actions.push(delete(extra, "more than one head Pod"));
+    }
+    if heads.is_empty() {
+        creates.push((PodRole::Head, 1usize));
+    }
+
+    // Workers, group by group.
+    let groups = cluster
+        .spec
+        .worker_group_specs
+        .as_deref()
+        .unwrap_or_default();
+    let group_names: BTreeSet<&str> = groups.iter().map(|g| g.group_name.as_str()).collect();
+    for pod in pods.iter().filter(|p| {
+        !is_terminating(p)
+            && node_type(p) == Some(WORKER_NODE_TYPE)
+            && !status::group(p).is_some_and(|g| group_names.contains(g))
+    }) {
+        actions.push(delete(pod, "its worker group is no longer in the spec"));
+    }
+    for group in groups {
+        let count = worker_group_actions(group, pods, actions);
+        if count > 0 {
+            creates.push((PodRole::Worker(group), count));
+        }
+    }
+
+    let mut names: BTreeSet<String> = taken.iter().map(|s| s.to_string()).collect();
+    for (role, count) in creates {
+        let mut slot = 0u32;
+        for _ in 0..count {
+            let name = loop {
+                let candidate = build::pod_name(cluster, role, slot);
+                slot += 1;
+                if !names.contains(&candidate) {
+                    break candidate;
+                }
+            };
+            names.insert(name.clone());
+            let pod = build::build_pod(cluster, role, &name, options);
+            let pod = if observed.volcano {
+                onboard(cluster, pod, role, warnings)
+            } else {
+                pod
+            };
+            actions.push(Action::CreatePod(Box::new(pod)));
+        }
+    }
+}
+
+/// Deletions for one worker group; returns how many Pods to create.
+fn worker_group_actions(group: &WorkerGroupSpec, pods: &[Pod], actions: &mut Vec<Action>) -> usize {
+    let to_delete: BTreeSet<&str> = group
+        .scale_strategy
+        .as_ref()
+        .and_then(|s| s.workers_to_delete.as_ref())
+        .into_iter()
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    let mut remaining: Vec<&Pod> = Vec::new();
+    let mut unhealthy = false;
+    for pod in pods.iter().filter(|p| {
+        !is_terminating(p)
+            && node_type(p) == Some(WORKER_NODE_TYPE)
+            && status::group(p) == Some(group.group_name.as_str())
+    }) {
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        if is_unhealthy(pod) {
+            unhealthy = true;
+            actions.push(delete(pod, &format!("the worker Pod is {}", phase(pod))));
+        } else if to_delete.contains(name) {
+            actions.push(delete(pod, "listed in scaleStrategy.workersToDelete"));
+        } else {
+            remaining.push(pod);
+        }
+    }
+    let desired = usize::try_from(status::desired_pods(group)).unwrap_or(usize::MAX);
+    if remaining.len() > desired {
+        // Scale down: Pods that are not running yet go first, then the newest.
+        let (not_ready, ready): (Vec<&Pod>, Vec<&Pod>) = remaining
+            .iter()
+            .partition(|p| !status::is_running_and_ready(p));
+        let mut ready = ready;
+        newest_first(&mut ready);
+        let order = not_ready.into_iter().chain(ready);
+        for pod in order.take(remaining.len() - desired) {
+            actions.push(delete(pod, "scaling down"));
+        }
+        0
+    } else if unhealthy {
+        // As KubeRay: replace unhealthy Pods on the next pass, once their deletion is seen.
+        0
+    } else {
+        desired - remaining.len()
+    }
+}
+
+fn newest_first(pods: &mut [&Pod]) {
+    pods.sort_by(|a, b| {
+        let key = |p: &Pod| {
+            (
+                p.metadata.creation_timestamp.clone(),
+                p.metadata.name.clone(),
+            )
+        };
+        key(b).cmp(&key(a))
+    });
+}
+
+/// Adds the Volcano metadata with the function the webhook uses.
+fn onboard(cluster: &RayCluster, pod: Pod, role: PodRole<'_>, warnings: &mut Vec<String>) -> Pod {
+    let cluster_labels: Labels = cluster.meta().labels.clone().unwrap_or_default();
+    let pod_labels: Labels = pod.metadata.labels.clone().unwrap_or_default();
+    let Some(owner) = onboarding::gang_owner(&pod_labels, Some(&cluster_labels)) else {
+        return pod;
+    };
+    let ray_role = match role {
+        PodRole::Head => RayPodRole::Head,
+        PodRole::Worker(group) => RayPodRole::Worker(group.group_name.clone()),
+    };
+    let membership = GangMembership::new(owner, &ray_role, &cluster_labels);
+    let Ok(mut value) = serde_json::to_value(&pod) else {
+        return pod;
+    };
+    let onboarding = onboarding::onboarding_patch(&value, &membership);
+    warnings.extend(onboarding.warnings);
+    if json_patch::patch(&mut value, &onboarding.patch).is_err() {
+        return pod;
+    }
+    serde_json::from_value(value).unwrap_or(pod)
+}
+
+#[cfg(test)]
+mod tests;

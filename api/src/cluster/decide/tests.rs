@@ -1,0 +1,508 @@
+use k8s_openapi::api::core::v1::{PodCondition, PodStatus, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
+
+use super::*;
+use crate::cluster::status::{STATE_READY, STATE_SUSPENDED};
+use crate::validation::ReconcilerKind;
+
+const CLUSTER: &str = r#"
+apiVersion: ray.io/v1
+kind: RayCluster
+metadata: {name: demo, namespace: team, uid: u-1, generation: 3, labels: {volcano.sh/queue-name: q}}
+spec:
+  rayVersion: "2.60.0"
+  headGroupSpec:
+    rayStartParams: {}
+    template:
+      spec:
+        containers:
+        - name: ray-head
+          image: rayproject/ray:2.60.0
+          resources: {requests: {cpu: "1", memory: 2Gi}}
+  workerGroupSpecs:
+  - groupName: small
+    replicas: 2
+    minReplicas: 0
+    maxReplicas: 5
+    rayStartParams: {}
+    template:
+      spec:
+        containers:
+        - name: ray-worker
+          image: rayproject/ray:2.60.0
+          resources: {requests: {cpu: "2", memory: 1Gi}}
+"#;
+
+fn cluster() -> RayCluster {
+    serde_saphyr::from_str(CLUSTER).unwrap_or_else(|e| panic!("bad test YAML: {e}"))
+}
+
+fn now() -> Time {
+    Time(Timestamp::from_second(1_800_000_000).expect("a valid time"))
+}
+
+fn ctx() -> ValidationContext {
+    ValidationContext {
+        reconciler: ReconcilerKind::Raygate,
+        ..ValidationContext::default()
+    }
+}
+
+/// A Pod as the API server would show it, built from what the plan would create.
+fn existing(pod: &Pod, phase: &str, ready: bool, uid: &str) -> Pod {
+    let mut pod = pod.clone();
+    pod.metadata.uid = Some(uid.to_string());
+    pod.status = Some(PodStatus {
+        phase: Some(phase.to_string()),
+        pod_ip: Some("10.0.0.1".to_string()),
+        conditions: Some(vec![PodCondition {
+            type_: "Ready".to_string(),
+            status: if ready { "True" } else { "False" }.to_string(),
+            ..PodCondition::default()
+        }]),
+        ..PodStatus::default()
+    });
+    pod
+}
+
+fn service(c: &RayCluster) -> Service {
+    let mut svc = build::build_head_service(c, &BuildOptions::default());
+    svc.spec = Some(ServiceSpec {
+        cluster_ip: Some("None".to_string()),
+        ..svc.spec.unwrap_or_default()
+    });
+    svc
+}
+
+fn plan(
+    c: &RayCluster,
+    pods: &[Pod],
+    svc: Option<&Service>,
+    pg: Option<&PodGroup>,
+    volcano: bool,
+) -> Plan {
+    let now = now();
+    decide(
+        c,
+        &Observed {
+            pods,
+            head_service: svc,
+            pod_group: pg,
+            volcano,
+            now: &now,
+        },
+        &ctx(),
+        &BuildOptions::default(),
+    )
+}
+
+fn created(plan: &Plan) -> Vec<Pod> {
+    plan.actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::CreatePod(p) => Some((**p).clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn deleted(plan: &Plan) -> Vec<String> {
+    plan.actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::DeletePod { name, .. } => Some(name.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Runs the cluster until nothing is left to do, every created Pod becoming Running/Ready.
+fn converge(c: &RayCluster, pods: &mut Vec<Pod>) {
+    let svc = service(c);
+    for round in 0..5 {
+        let p = plan(c, pods, Some(&svc), None, false);
+        if p.actions.is_empty() {
+            return;
+        }
+        let gone = deleted(&p);
+        pods.retain(|pod| !gone.contains(pod.metadata.name.as_ref().expect("name")));
+        for (i, pod) in created(&p).iter().enumerate() {
+            pods.push(existing(pod, "Running", true, &format!("uid-{round}-{i}")));
+        }
+    }
+    panic!("no convergence after 5 rounds");
+}
+
+#[test]
+fn a_new_cluster_in_a_volcano_namespace_gets_service_then_podgroup_then_pods() {
+    let c = cluster();
+    let p = plan(&c, &[], None, None, true);
+    assert!(
+        matches!(p.actions[0], Action::CreateService(_)),
+        "{:?}",
+        p.actions[0]
+    );
+    let Action::CreatePodGroup(pg) = &p.actions[1] else {
+        panic!("second action is not the PodGroup: {:?}", p.actions[1]);
+    };
+    assert_eq!(pg.metadata.name.as_deref(), Some("ray-demo-pg"));
+    assert_eq!(pg.spec.min_member, Some(3));
+    assert_eq!(pg.spec.queue.as_deref(), Some("q"));
+    let pods = created(&p);
+    assert_eq!(pods.len(), 3);
+    assert_eq!(p.actions.len(), 5);
+    for pod in &pods {
+        let spec = pod.spec.as_ref().expect("spec");
+        assert_eq!(spec.scheduler_name.as_deref(), Some("volcano"));
+        let annotations = pod.metadata.annotations.as_ref().expect("annotations");
+        assert_eq!(annotations["scheduling.k8s.io/group-name"], "ray-demo-pg");
+        assert_eq!(
+            pod.metadata.labels.as_ref().expect("labels")["volcano.sh/queue-name"],
+            "q"
+        );
+    }
+    let tasks: BTreeSet<&str> = pods
+        .iter()
+        .map(|p| p.metadata.annotations.as_ref().expect("a")["volcano.sh/task-spec"].as_str())
+        .collect();
+    assert_eq!(tasks, BTreeSet::from(["headgroup", "small"]));
+    assert_eq!(p.status.desired_worker_replicas, Some(2));
+    assert_eq!(
+        p.status.desired_cpu.as_ref().map(|q| q.0.as_str()),
+        Some("5")
+    );
+    assert_eq!(
+        p.status.desired_memory.as_ref().map(|q| q.0.as_str()),
+        Some("4Gi")
+    );
+    assert_eq!(p.status.observed_generation, Some(3));
+    assert_eq!(p.status.state, None);
+}
+
+#[test]
+fn an_unlabelled_namespace_gets_no_podgroup_and_no_volcano_metadata() {
+    let p = plan(&cluster(), &[], None, None, false);
+    assert!(
+        !p.actions
+            .iter()
+            .any(|a| matches!(a, Action::CreatePodGroup(_)))
+    );
+    for pod in created(&p) {
+        assert_eq!(pod.spec.as_ref().expect("spec").scheduler_name, None);
+        assert!(pod.metadata.annotations.is_none());
+    }
+}
+
+#[test]
+fn a_rayjob_cluster_joins_the_rayjob_gang_and_gets_no_podgroup() {
+    let mut c = cluster();
+    let labels = c.metadata.labels.get_or_insert_default();
+    labels.insert("ray.io/originated-from-crd".into(), "RayJob".into());
+    labels.insert("ray.io/originated-from-cr-name".into(), "job".into());
+    let p = plan(&c, &[], None, None, true);
+    assert!(
+        !p.actions
+            .iter()
+            .any(|a| matches!(a, Action::CreatePodGroup(_)))
+    );
+    for pod in created(&p) {
+        let annotations = pod.metadata.annotations.as_ref().expect("annotations");
+        assert_eq!(annotations["scheduling.k8s.io/group-name"], "ray-job-pg");
+        let labels = pod.metadata.labels.as_ref().expect("labels");
+        assert_eq!(labels["ray.io/originated-from-cr-name"], "job");
+    }
+}
+
+#[test]
+fn ready_pods_make_the_cluster_ready_and_nothing_more_is_done() {
+    let c = cluster();
+    let mut pods = Vec::new();
+    converge(&c, &mut pods);
+    assert_eq!(pods.len(), 3);
+    let svc = service(&c);
+    let p = plan(&c, &pods, Some(&svc), None, false);
+    assert!(p.actions.is_empty(), "{:?}", p.actions);
+    assert_eq!(p.status.state.as_deref(), Some(STATE_READY));
+    assert_eq!(p.status.ready_worker_replicas, Some(2));
+    assert_eq!(p.status.available_worker_replicas, Some(2));
+    let head = p.status.head.as_ref().expect("head");
+    assert_eq!(head.service_name.as_deref(), Some("demo-head-svc"));
+    assert_eq!(head.pod_ip.as_deref(), Some("10.0.0.1"));
+    assert_eq!(head.service_ip.as_deref(), Some("10.0.0.1"));
+    assert_eq!(
+        p.status.endpoints.as_ref().expect("endpoints")["dashboard"],
+        "8265"
+    );
+    let conditions = p.status.conditions.as_ref().expect("conditions");
+    let provisioned = conditions
+        .iter()
+        .find(|c| c.type_ == "RayClusterProvisioned")
+        .expect("c");
+    assert_eq!(provisioned.status, "True");
+    assert_eq!(provisioned.reason, "AllPodRunningAndReadyFirstTime");
+    assert!(
+        p.status
+            .state_transition_times
+            .as_ref()
+            .expect("t")
+            .contains_key("ready")
+    );
+}
+
+#[test]
+fn not_ready_pods_keep_the_cluster_provisioning() {
+    let c = cluster();
+    let p = plan(&c, &[], None, None, false);
+    let pods: Vec<Pod> = created(&p)
+        .iter()
+        .enumerate()
+        .map(|(i, pod)| existing(pod, "Pending", false, &format!("u{i}")))
+        .collect();
+    let svc = service(&c);
+    let p = plan(&c, &pods, Some(&svc), None, false);
+    assert!(p.actions.is_empty(), "{:?}", p.actions);
+    assert_eq!(p.status.state, None);
+    assert_eq!(p.status.ready_worker_replicas, Some(0));
+    let head = p
+        .status
+        .conditions
+        .as_ref()
+        .expect("c")
+        .iter()
+        .find(|c| c.type_ == "HeadPodReady")
+        .cloned()
+        .expect("HeadPodReady");
+    assert_eq!(head.status, "False");
+}
+
+#[test]
+fn scaling_up_and_down_follows_replicas_clamped_into_min_max() {
+    let mut c = cluster();
+    let mut pods = Vec::new();
+    converge(&c, &mut pods);
+    c.spec.worker_group_specs.as_mut().expect("g")[0].replicas = Some(9);
+    converge(&c, &mut pods);
+    assert_eq!(pods.len(), 1 + 5, "clamped to maxReplicas");
+    c.spec.worker_group_specs.as_mut().expect("g")[0].replicas = Some(1);
+    let svc = service(&c);
+    let p = plan(&c, &pods, Some(&svc), None, false);
+    assert_eq!(deleted(&p).len(), 4);
+    assert!(created(&p).is_empty());
+    converge(&c, &mut pods);
+    assert_eq!(pods.len(), 2);
+    let names: BTreeSet<_> = pods.iter().map(|p| p.metadata.name.clone()).collect();
+    assert_eq!(names.len(), 2);
+}
+
+#[test]
+fn num_of_hosts_multiplies_and_suspended_groups_have_no_pods() {
+    let mut c = cluster();
+    c.spec.worker_group_specs.as_mut().expect("g")[0].num_of_hosts = Some(2);
+    let mut pods = Vec::new();
+    converge(&c, &mut pods);
+    assert_eq!(pods.len(), 1 + 4);
+    c.spec.worker_group_specs.as_mut().expect("g")[0].suspend = Some(true);
+    converge(&c, &mut pods);
+    assert_eq!(pods.len(), 1);
+    let p = plan(&c, &pods, Some(&service(&c)), None, false);
+    assert_eq!(p.status.desired_worker_replicas, Some(0));
+}
+
+#[test]
+fn workers_to_delete_are_deleted_and_replaced() {
+    let mut c = cluster();
+    let mut pods = Vec::new();
+    converge(&c, &mut pods);
+    let victim = pods
+        .iter()
+        .find(|p| node_type(p) == Some("worker"))
+        .and_then(|p| p.metadata.name.clone())
+        .expect("a worker");
+    c.spec.worker_group_specs.as_mut().expect("g")[0].scale_strategy =
+        Some(crate::ray::v1::ScaleStrategy {
+            workers_to_delete: Some(vec![victim.clone()]),
+        });
+    let p = plan(&c, &pods, Some(&service(&c)), None, false);
+    assert_eq!(deleted(&p), std::slice::from_ref(&victim));
+    assert_eq!(created(&p).len(), 1);
+    assert_ne!(
+        created(&p)[0].metadata.name.as_deref(),
+        Some(victim.as_str())
+    );
+}
+
+#[test]
+fn a_stale_view_asks_for_the_same_names_again() {
+    let c = cluster();
+    let first = created(&plan(&c, &[], None, None, false));
+    let again = created(&plan(&c, &[], None, None, false));
+    let names = |pods: &[Pod]| -> Vec<Option<String>> {
+        pods.iter().map(|p| p.metadata.name.clone()).collect()
+    };
+    assert_eq!(names(&first), names(&again));
+}
+
+#[test]
+fn failed_pods_are_deleted_before_being_replaced_and_terminating_heads_are_awaited() {
+    let c = cluster();
+    let mut pods = Vec::new();
+    converge(&c, &mut pods);
+    let worker = pods
+        .iter_mut()
+        .find(|p| node_type(p) == Some("worker"))
+        .expect("worker");
+    worker.status.as_mut().expect("s").phase = Some("Failed".to_string());
+    let failed = worker.metadata.name.clone().expect("name");
+    let p = plan(&c, &pods, Some(&service(&c)), None, false);
+    assert_eq!(deleted(&p), [failed]);
+    assert!(created(&p).is_empty());
+    converge(&c, &mut pods);
+    assert_eq!(pods.len(), 3);
+
+    let head = pods
+        .iter_mut()
+        .find(|p| node_type(p) == Some("head"))
+        .expect("head");
+    head.metadata.deletion_timestamp = Some(now());
+    let p = plan(&c, &pods, Some(&service(&c)), None, false);
+    assert!(p.actions.is_empty(), "{:?}", p.actions);
+}
+
+#[test]
+fn suspend_deletes_every_pod_zeroes_the_podgroup_and_reports_suspended() {
+    let mut c = cluster();
+    let mut pods = Vec::new();
+    converge(&c, &mut pods);
+    let pg = sizing::ray_cluster_pod_group(&c).expect("pg");
+    c.spec.suspend = Some(true);
+    let p = plan(&c, &pods, Some(&service(&c)), Some(&pg), true);
+    assert_eq!(deleted(&p).len(), 3);
+    assert!(p.actions.iter().any(|a| matches!(a, Action::ResizePodGroup { min_member: 0, min_resources, .. } if min_resources.is_empty())));
+    let suspending = p
+        .status
+        .conditions
+        .as_ref()
+        .expect("c")
+        .iter()
+        .find(|c| c.type_ == "RayClusterSuspending")
+        .cloned()
+        .expect("s");
+    assert_eq!(suspending.status, "True");
+    let p = plan(&c, &[], Some(&service(&c)), Some(&pg), false);
+    assert_eq!(p.status.state.as_deref(), Some(STATE_SUSPENDED));
+}
+
+#[test]
+fn the_podgroup_is_resized_only_on_drift() {
+    let c = cluster();
+    let mut pg = sizing::ray_cluster_pod_group(&c).expect("pg");
+    let mut pods = Vec::new();
+    converge(&c, &mut pods);
+    let p = plan(&c, &pods, Some(&service(&c)), Some(&pg), true);
+    assert!(p.actions.is_empty(), "{:?}", p.actions);
+    pg.spec
+        .min_resources
+        .as_mut()
+        .expect("r")
+        .insert("cpu".into(), Quantity("5000m".into()));
+    let p = plan(&c, &pods, Some(&service(&c)), Some(&pg), true);
+    assert!(
+        p.actions.is_empty(),
+        "equal quantities are no drift: {:?}",
+        p.actions
+    );
+    pg.spec.min_member = Some(7);
+    let p = plan(&c, &pods, Some(&service(&c)), Some(&pg), true);
+    assert!(
+        matches!(
+            &p.actions[..],
+            [Action::ResizePodGroup { min_member: 3, .. }]
+        ),
+        "{:?}",
+        p.actions
+    );
+}
+
+#[test]
+fn an_invalid_cluster_gets_no_children_and_a_failed_status() {
+    let mut c = cluster();
+    c.spec.enable_in_tree_autoscaling = Some(true);
+    let p = plan(&c, &[], None, None, true);
+    assert!(p.actions.is_empty(), "{:?}", p.actions);
+    assert_eq!(p.status.state.as_deref(), Some("failed"));
+    assert!(
+        p.status
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("enableInTreeAutoscaling")),
+        "{:?}",
+        p.status.reason
+    );
+    assert_eq!(p.status.observed_generation, Some(3));
+}
+
+#[test]
+fn workers_of_a_removed_group_are_deleted() {
+    let mut c = cluster();
+    let mut pods = Vec::new();
+    converge(&c, &mut pods);
+    c.spec.worker_group_specs = Some(vec![]);
+    let p = plan(&c, &pods, Some(&service(&c)), None, false);
+    assert_eq!(deleted(&p).len(), 2);
+}
+
+#[test]
+fn the_status_patch_nulls_owned_fields_left_unset() {
+    let status = RayClusterStatus {
+        ready_worker_replicas: Some(1),
+        ..RayClusterStatus::default()
+    };
+    let patch = status::merge_patch(&status);
+    assert_eq!(patch["status"]["readyWorkerReplicas"], 1);
+    assert!(patch["status"]["head"].is_null());
+    assert!(
+        patch["status"]
+            .as_object()
+            .expect("o")
+            .contains_key("state")
+    );
+}
+
+#[test]
+fn unchanged_status_is_not_rewritten() {
+    let c = cluster();
+    let mut pods = Vec::new();
+    converge(&c, &mut pods);
+    let p = plan(&c, &pods, Some(&service(&c)), None, false);
+    let mut c2 = c.clone();
+    c2.status = Some(status::finish(p.status.clone(), &now()));
+    let later = Time(Timestamp::from_second(1_800_000_100).expect("time"));
+    let p2 = decide(
+        &c2,
+        &Observed {
+            pods: &pods,
+            head_service: Some(&service(&c)),
+            pod_group: None,
+            volcano: false,
+            now: &later,
+        },
+        &ctx(),
+        &BuildOptions::default(),
+    );
+    assert!(!status::changed(&c2, &p2.status), "{:?}", p2.status);
+}
+
+#[test]
+fn children_are_created_in_the_cluster_namespace() {
+    let c = cluster();
+    let p = plan(&c, &[], None, None, false);
+    let svc = p.actions.iter().find_map(|a| match a {
+        Action::CreateService(s) => Some(s.metadata.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        svc.map(|m: ObjectMeta| m.namespace),
+        Some(Some("team".to_string()))
+    );
+}

@@ -1,0 +1,214 @@
+//! `raygate reconcile`: runs raygate's reconciler (the RayCluster controller and, as they are
+//! added, the other controllers) against the cluster of `KUBECONFIG` or the in-cluster config.
+//!
+//! Only wiring: flags and environment become a [`raygate_reconciler::Config`]; logging is set
+//! up; the reconciler's own crate does the rest.
+
+use std::net::SocketAddr;
+
+use anyhow::{Context, Result, bail};
+use raygate_api::cluster::{BuildOptions, DEFAULT_CLUSTER_DOMAIN};
+use raygate_api::features::FeatureGates;
+use raygate_api::keys;
+use raygate_api::validation::{ReconcilerKind, ValidationContext};
+use raygate_reconciler::{Config, LeaderElection};
+
+/// Flags of `raygate reconcile` (each with an environment variable of the same meaning).
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Namespaces to watch, comma-separated; empty watches all namespaces.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        env = "RAYGATE_WATCH_NAMESPACES",
+        value_name = "NS,..."
+    )]
+    watch_namespaces: Vec<String>,
+    /// Label selector on Namespaces (e.g. `team=ml,!legacy`): Ray objects in namespaces it
+    /// does not select are left alone.
+    #[arg(long, env = "RAYGATE_NAMESPACE_SELECTOR", value_name = "SELECTOR")]
+    namespace_selector: Option<String>,
+    /// The namespace label that opts a namespace into Volcano gang scheduling.
+    #[arg(
+        long,
+        env = "RAYGATE_NAMESPACE_LABEL",
+        value_name = "KEY=VALUE",
+        default_value_t = format!("{}={}", keys::NAMESPACE_OPT_IN_LABEL, keys::NAMESPACE_OPT_IN_VALUE)
+    )]
+    namespace_label: String,
+    /// Reconciles that run at once per controller (0: unbounded; one object is never
+    /// reconciled twice at once).
+    #[arg(
+        long,
+        env = "RAYGATE_RECONCILE_CONCURRENCY",
+        default_value_t = 4,
+        value_name = "N"
+    )]
+    concurrency: u16,
+    /// KubeRay feature gates, e.g. `RayJobDeletionPolicy=false`.
+    #[arg(
+        long,
+        env = "RAYGATE_FEATURE_GATES",
+        default_value = "",
+        value_name = "GATES"
+    )]
+    feature_gates: FeatureGates,
+    /// Elect a leader through a Lease so that only one replica reconciles.
+    #[arg(long, env = "RAYGATE_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    leader_elect: bool,
+    /// Name of the leader Lease.
+    #[arg(
+        long,
+        env = "RAYGATE_LEASE_NAME",
+        default_value = "raygate-reconciler",
+        value_name = "NAME"
+    )]
+    lease_name: String,
+    /// Namespace of the leader Lease (default: `POD_NAMESPACE`, else `default`).
+    #[arg(long, env = "RAYGATE_LEASE_NAMESPACE", value_name = "NS")]
+    lease_namespace: Option<String>,
+    /// Seconds the Lease stays valid without renewal: the fail-over time after a crash.
+    #[arg(
+        long,
+        env = "RAYGATE_LEASE_DURATION",
+        default_value_t = 15,
+        value_name = "SECONDS"
+    )]
+    lease_duration: u64,
+    /// Seconds before the Lease expires at which the leader renews it.
+    #[arg(
+        long,
+        env = "RAYGATE_LEASE_RENEW_GRACE",
+        default_value_t = 5,
+        value_name = "SECONDS"
+    )]
+    lease_renew_grace: u64,
+    /// This replica's identity in the Lease (default: `<hostname>-<pid>`).
+    #[arg(long, env = "RAYGATE_IDENTITY", value_name = "ID")]
+    identity: Option<String>,
+    /// Address of the plain-HTTP `/healthz`, `/readyz` and `/metrics` listener.
+    #[arg(
+        long,
+        env = "RAYGATE_METRICS_ADDR",
+        default_value = "0.0.0.0:9091",
+        value_name = "ADDR"
+    )]
+    metrics_addr: SocketAddr,
+    /// DNS suffix of Service names in the cluster (KubeRay's `CLUSTER_DOMAIN`).
+    #[arg(long, env = "CLUSTER_DOMAIN", default_value = DEFAULT_CLUSTER_DOMAIN, value_name = "DOMAIN")]
+    cluster_domain: String,
+    /// Give the head Service a ClusterIP instead of making it headless (KubeRay's
+    /// `ENABLE_RAY_HEAD_CLUSTER_IP_SERVICE`).
+    #[arg(long, env = "ENABLE_RAY_HEAD_CLUSTER_IP_SERVICE", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
+    head_service_cluster_ip: bool,
+    /// Kubeconfig file (default: `KUBECONFIG`, `~/.kube/config`, else the in-cluster config).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<std::path::PathBuf>,
+    /// Ray dashboard `host:port` every RayJob is sent to instead of its head Service (tests,
+    /// single-node setups).
+    #[arg(long, env = "RAYGATE_RAY_DASHBOARD_ADDRESS", value_name = "HOST:PORT")]
+    ray_dashboard_address: Option<String>,
+    /// Log format.
+    #[arg(long, env = "RAYGATE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// How log lines are written (the level comes from `RUST_LOG`, default `info`).
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+impl Args {
+    fn config(self) -> Result<Config> {
+        let Some((key, value)) = self.namespace_label.split_once('=') else {
+            bail!(
+                "--namespace-label {:?}: expected KEY=VALUE, e.g. {}={}",
+                self.namespace_label,
+                keys::NAMESPACE_OPT_IN_LABEL,
+                keys::NAMESPACE_OPT_IN_VALUE
+            );
+        };
+        if self.leader_elect
+            && (self.lease_duration == 0
+                || self.lease_renew_grace == 0
+                || self.lease_renew_grace >= self.lease_duration)
+        {
+            bail!(
+                "--lease-renew-grace {} must be above 0 and below --lease-duration {}",
+                self.lease_renew_grace,
+                self.lease_duration
+            );
+        }
+        let leader_election = self.leader_elect.then(|| LeaderElection {
+            lease_name: self.lease_name.clone(),
+            lease_namespace: self
+                .lease_namespace
+                .clone()
+                .or_else(|| std::env::var("POD_NAMESPACE").ok())
+                .unwrap_or_else(|| "default".to_string()),
+            identity: self.identity.clone().unwrap_or_else(default_identity),
+            lease_duration_seconds: self.lease_duration,
+            renew_grace_seconds: self.lease_renew_grace,
+        });
+        Ok(Config {
+            watch_namespaces: self
+                .watch_namespaces
+                .into_iter()
+                .map(|ns| ns.trim().to_string())
+                .filter(|ns| !ns.is_empty())
+                .collect(),
+            namespace_selector: self.namespace_selector.filter(|s| !s.trim().is_empty()),
+            opt_in_label: (key.to_string(), value.to_string()),
+            concurrency: self.concurrency,
+            validation: ValidationContext {
+                gates: self.feature_gates,
+                reconciler: ReconcilerKind::Raygate,
+            },
+            build: BuildOptions {
+                cluster_domain: self.cluster_domain,
+                head_cluster_ip: self.head_service_cluster_ip,
+            },
+            leader_election,
+            metrics_addr: self.metrics_addr,
+            kubeconfig: self.kubeconfig,
+            ray_dashboard_address: self.ray_dashboard_address.filter(|a| !a.trim().is_empty()),
+        })
+    }
+}
+
+/// `<hostname>-<pid>`: unique per process, readable in the Lease's `holderIdentity`.
+fn default_identity() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "raygate".to_string());
+    format!("{host}-{}", std::process::id())
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
+}
+
+/// Runs the reconciler until SIGTERM/SIGINT.
+pub fn run(args: Args) -> Result<()> {
+    init_logging(args.log_format);
+    let config = args.config()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(raygate_reconciler::run(config))?;
+    Ok(())
+}
