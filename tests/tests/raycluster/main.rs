@@ -12,8 +12,8 @@ mod leader;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::{Api, ResourceExt};
 use raygate_api::ray::v1::RayCluster;
 use raygate_api::volcano::PodGroup;
 use raygate_e2e::reconciler::{PRIVATE_RECONCILER_LABEL, Reconciler};
@@ -71,7 +71,7 @@ async fn create(ns: &TestNamespace, cluster: &RayCluster) -> RayCluster {
 }
 
 /// Pods of cluster `name` that are not being deleted.
-async fn pods(ns: &TestNamespace, name: &str) -> anyhow::Result<Vec<Pod>> {
+async fn live_pods(ns: &TestNamespace, name: &str) -> anyhow::Result<Vec<Pod>> {
     Ok(ns
         .api::<Pod>()
         .list(&ListParams::default().labels(&format!("ray.io/cluster={name}")))
@@ -103,7 +103,7 @@ async fn wait_ready(ns: &TestNamespace, name: &str, workers: usize) -> Vec<Pod> 
         &format!("RayCluster {name} ready with {workers} running workers"),
         SETTLE,
         || async {
-            let pods = pods(ns, name).await?;
+            let pods = live_pods(ns, name).await?;
             let cluster = clusters.get(name).await?;
             let status = cluster.status.unwrap_or_default();
             let ready = pods.len() == workers + 1
@@ -330,7 +330,7 @@ async fn replicas_scale_up_and_down_and_workers_to_delete_are_replaced() {
         &format!("worker {worker} replaced by a new one"),
         SETTLE,
         || async {
-            let pods = pods(&ns, "scale").await?;
+            let pods = live_pods(&ns, "scale").await?;
             let workers: Vec<String> = pods
                 .iter()
                 .filter(|p| label(p, "ray.io/node-type") == "worker")
@@ -429,7 +429,7 @@ async fn a_rayjob_cluster_joins_the_rayjob_gang_and_foreign_clusters_are_left_al
 
     let pods = ns
         .wait_for("both Pods of the RayJob's cluster", SETTLE, || async {
-            let pods = pods(&ns, "job-abc12").await?;
+            let pods = live_pods(&ns, "job-abc12").await?;
             Ok((pods.len() == 2).then_some(pods))
         })
         .await;
@@ -450,7 +450,7 @@ async fn a_rayjob_cluster_joins_the_rayjob_gang_and_foreign_clusters_are_left_al
     // The reconciler has seen both clusters by now; the foreign one got nothing.
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(5) {
-        assert!(pods(&ns, "foreign").await.expect("list").is_empty());
+        assert!(live_pods(&ns, "foreign").await.expect("list").is_empty());
         assert!(
             ns.api::<Service>()
                 .get_opt("foreign-head-svc")
