@@ -29,7 +29,11 @@ fn assert_gang_bound(pods: &[Pod], job: &str, task: Option<&str>, dump: &str) {
     for pod in pods {
         let spec = pod.spec.as_ref().unwrap();
         let name = pod.metadata.name.as_deref().unwrap_or_default();
-        assert_eq!(spec.scheduler_name.as_deref(), Some("volcano"), "{name}\n{dump}");
+        assert_eq!(
+            spec.scheduler_name.as_deref(),
+            Some("volcano"),
+            "{name}\n{dump}"
+        );
         assert!(spec.node_name.is_some(), "{name} is not bound\n{dump}");
         assert_eq!(
             annotation(pod, "scheduling.k8s.io/group-name"),
@@ -64,7 +68,11 @@ async fn a_rayjob_runs_gang_scheduled_to_success_and_its_cluster_goes_after_the_
             Ok(pod_groups.get_opt("ray-demo-pg").await?)
         })
         .await;
-    assert_eq!(pg.spec.min_member, Some(3), "head + 2 workers, not the submitter");
+    assert_eq!(
+        pg.spec.min_member,
+        Some(3),
+        "head + 2 workers, not the submitter"
+    );
     let resources: BTreeMap<String, String> = pg
         .spec
         .min_resources
@@ -82,7 +90,10 @@ async fn a_rayjob_runs_gang_scheduled_to_success_and_its_cluster_goes_after_the_
         "head + 2 × worker + the default submitter (500m, 200Mi)"
     );
     let owner = &pg.metadata.owner_references.as_ref().unwrap()[0];
-    assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("RayJob", "demo"));
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("RayJob", "demo")
+    );
 
     let running = wait_status(&ns, "demo", "the RayJob to be Running", |s| {
         s.job_deployment_status.as_deref() == Some("Running")
@@ -90,8 +101,14 @@ async fn a_rayjob_runs_gang_scheduled_to_success_and_its_cluster_goes_after_the_
     .await;
     let cluster = running.ray_cluster_name.clone().unwrap();
     let submission = running.job_id.clone().unwrap();
-    assert!(cluster.starts_with("demo-") && cluster.len() == 10, "{cluster}");
-    assert!(submission.starts_with("demo-") && submission.len() == 10, "{submission}");
+    assert!(
+        cluster.starts_with("demo-") && cluster.len() == 10,
+        "{cluster}"
+    );
+    assert!(
+        submission.starts_with("demo-") && submission.len() == 10,
+        "{submission}"
+    );
     assert_eq!(
         running.dashboard_url.as_deref(),
         Some(format!("{cluster}-head-svc.{}.svc.cluster.local:8265", ns.name()).as_str())
@@ -123,9 +140,11 @@ async fn a_rayjob_runs_gang_scheduled_to_success_and_its_cluster_goes_after_the_
     assert!(logs.body.contains("hello from raygate"), "{}", logs.body);
 
     let clusters = ns.api::<RayCluster>();
-    ns.wait_for("the RayCluster to be deleted after the TTL", RUN, || async {
-        Ok(clusters.get_opt(&cluster).await?.is_none().then_some(()))
-    })
+    ns.wait_for(
+        "the RayCluster to be deleted after the TTL",
+        RUN,
+        || async { Ok(clusters.get_opt(&cluster).await?.is_none().then_some(())) },
+    )
     .await;
     assert!(ns.api::<RayJob>().get_opt("demo").await.unwrap().is_some());
     assert!(ns.api::<Job>().get_opt("demo").await.unwrap().is_some());
@@ -144,17 +163,19 @@ async fn a_failing_entrypoint_is_retried_on_a_new_cluster_then_fails() {
     let ns = TestNamespace::with_labels(&env, "rayjob-retry", &OPT_IN).await;
     create(
         &ns,
-        &ray_job("flaky", "python -c 'exit(3)'", 1, json!({"backoffLimit": 1})),
+        &ray_job(
+            "flaky",
+            "python -c 'exit(3)'",
+            1,
+            json!({"backoffLimit": 1}),
+        ),
     )
     .await;
     let first = wait_status(&ns, "flaky", "the first attempt to run", |s| {
         s.job_deployment_status.as_deref() == Some("Running")
     })
     .await;
-    let retrying = wait_status(&ns, "flaky", "the RayJob to retry", |s| {
-        s.failed == Some(1)
-    })
-    .await;
+    let retrying = wait_status(&ns, "flaky", "the RayJob to retry", |s| s.failed == Some(1)).await;
     assert_eq!(retrying.reason.as_deref(), Some("AppFailed"));
     let second = wait_status(&ns, "flaky", "the second attempt to run", |s| {
         s.failed == Some(1)
@@ -163,7 +184,10 @@ async fn a_failing_entrypoint_is_retried_on_a_new_cluster_then_fails() {
             && s.ray_cluster_name != first.ray_cluster_name
     })
     .await;
-    assert_ne!(second.job_id, first.job_id, "a new submission id per attempt");
+    assert_ne!(
+        second.job_id, first.job_id,
+        "a new submission id per attempt"
+    );
     let old_cluster = first.ray_cluster_name.clone().unwrap();
     assert!(
         ns.api::<RayCluster>()
@@ -202,7 +226,12 @@ async fn deleting_a_running_rayjob_stops_its_ray_job() {
     let ns = TestNamespace::with_labels(&env, "rayjob-delete", &OPT_IN).await;
     create(
         &ns,
-        &ray_job("long", "python -c 'import time; time.sleep(600)'", 1, json!({})),
+        &ray_job(
+            "long",
+            "python -c 'import time; time.sleep(600)'",
+            1,
+            json!({}),
+        ),
     )
     .await;
     let dashboard = Dashboard::new(env.ray_dashboard());
@@ -268,4 +297,102 @@ async fn http_mode_submits_the_job_itself() {
         .await
         .expect("logs");
     assert!(logs.body.contains("submitted over http"), "{}", logs.body);
+}
+
+async fn patch_spec(ns: &TestNamespace, name: &str, spec: serde_json::Value) {
+    ns.api::<RayJob>()
+        .patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": spec})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("patch RayJob {name}: {e}"));
+}
+
+#[tokio::test]
+async fn suspend_deletes_the_cluster_and_resume_starts_a_new_one() {
+    let env = Env::load();
+    let ns = TestNamespace::with_labels(&env, "rayjob-suspend", &OPT_IN).await;
+    create(
+        &ns,
+        &ray_job(
+            "pausable",
+            "python -c 'import time; time.sleep(60)'",
+            1,
+            json!({"shutdownAfterJobFinishes": true}),
+        ),
+    )
+    .await;
+    let first = wait_status(&ns, "pausable", "the first run", |s| {
+        s.job_deployment_status.as_deref() == Some("Running")
+    })
+    .await;
+    patch_spec(&ns, "pausable", json!({"suspend": true})).await;
+    let suspended = wait_status(&ns, "pausable", "the RayJob to be Suspended", |s| {
+        s.job_deployment_status.as_deref() == Some("Suspended")
+    })
+    .await;
+    assert_eq!(suspended.ray_cluster_name, None);
+    let old = first.ray_cluster_name.clone().unwrap();
+    assert!(
+        ns.api::<RayCluster>()
+            .get_opt(&old)
+            .await
+            .unwrap()
+            .is_none(),
+        "no cluster while suspended"
+    );
+    assert!(ns.api::<Job>().get_opt("pausable").await.unwrap().is_none());
+    let pg = ns.api::<PodGroup>().get("ray-pausable-pg").await.unwrap();
+    assert_eq!(
+        pg.spec.min_member,
+        Some(0),
+        "a suspended RayJob holds no gang"
+    );
+    patch_spec(&ns, "pausable", json!({"suspend": false})).await;
+    let resumed = wait_status(&ns, "pausable", "the resumed run", |s| {
+        s.job_deployment_status.as_deref() == Some("Running")
+            && s.ray_cluster_name.is_some()
+            && s.ray_cluster_name != first.ray_cluster_name
+    })
+    .await;
+    assert_ne!(resumed.job_id, first.job_id);
+    let pg = ns.api::<PodGroup>().get("ray-pausable-pg").await.unwrap();
+    assert_eq!(pg.spec.min_member, Some(2), "the gang is back");
+}
+
+#[tokio::test]
+async fn interactive_mode_follows_the_job_the_user_submitted() {
+    let env = Env::load();
+    let ns = TestNamespace::with_labels(&env, "rayjob-interactive", &OPT_IN).await;
+    create(
+        &ns,
+        &ray_job(
+            "chat",
+            "python -c 'print(0)'",
+            1,
+            json!({"submissionMode": "InteractiveMode"}),
+        ),
+    )
+    .await;
+    let waiting = wait_status(&ns, "chat", "the RayJob to wait for a job id", |s| {
+        s.job_deployment_status.as_deref() == Some("Waiting")
+    })
+    .await;
+    assert_eq!(waiting.job_id, None);
+    let id = format!("{}-by-hand", ns.name());
+    let dashboard = Dashboard::new(env.ray_dashboard());
+    let answer = dashboard
+        .submit(&id, "python -c \"print('interactive')\"")
+        .await
+        .expect("submit");
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    patch_spec(&ns, "chat", json!({"jobId": id})).await;
+    let done = wait_status(&ns, "chat", "the RayJob to be Complete", |s| {
+        s.job_deployment_status.as_deref() == Some("Complete")
+    })
+    .await;
+    assert_eq!(done.job_status.as_deref(), Some("SUCCEEDED"));
+    assert_eq!(done.job_id.as_deref(), Some(id.as_str()));
 }
