@@ -2,6 +2,7 @@
 //! and a real Ray head. The environment's `raygate reconcile` (RayCluster and RayJob
 //! controllers, every dashboard address pointed at the environment's Ray head) runs them.
 
+mod crash;
 mod lifecycle;
 
 use std::time::Duration;
