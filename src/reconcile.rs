@@ -104,6 +104,10 @@ pub struct Args {
     /// Kubeconfig file (default: `KUBECONFIG`, `~/.kube/config`, else the in-cluster config).
     #[arg(long, value_name = "FILE")]
     kubeconfig: Option<std::path::PathBuf>,
+    /// Ray dashboard `host:port` every RayJob is sent to instead of its head Service (tests,
+    /// single-node setups).
+    #[arg(long, env = "RAYGATE_RAY_DASHBOARD_ADDRESS", value_name = "HOST:PORT")]
+    ray_dashboard_address: Option<String>,
     /// Log format.
     #[arg(long, env = "RAYGATE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -171,6 +175,7 @@ impl Args {
             leader_election,
             metrics_addr: self.metrics_addr,
             kubeconfig: self.kubeconfig,
+            ray_dashboard_address: self.ray_dashboard_address.filter(|a| !a.trim().is_empty()),
         })
     }
 }

@@ -22,6 +22,7 @@ pub mod features;
 pub mod finding;
 pub mod input;
 pub mod keys;
+pub mod lifecycle;
 pub mod onboarding;
 pub mod quantity;
 pub mod queue_policy;

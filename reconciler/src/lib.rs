@@ -16,10 +16,12 @@
 //! acts.
 
 pub mod context;
+pub mod dashboard;
 pub mod http;
 pub mod metrics;
 pub mod queue_policy;
 pub mod ray_cluster;
+pub mod rayjob;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -77,6 +79,9 @@ pub struct Config {
     pub metrics_addr: SocketAddr,
     /// Kubeconfig file; `None` uses `KUBECONFIG`, `~/.kube/config` or the in-cluster config.
     pub kubeconfig: Option<PathBuf>,
+    /// `host:port` of one Ray dashboard that every RayJob talks to instead of its cluster's
+    /// head Service (a local Ray head in tests); `None` uses `status.dashboardURL`.
+    pub ray_dashboard_address: Option<String>,
 }
 
 impl Config {
@@ -108,6 +113,7 @@ impl Default for Config {
             leader_election: None,
             metrics_addr: SocketAddr::from(([127, 0, 0, 1], 9091)),
             kubeconfig: None,
+            ray_dashboard_address: None,
         }
     }
 }
@@ -172,7 +178,11 @@ pub struct Controller {
 
 /// Every controller the reconciler runs.
 pub fn controllers() -> Vec<Controller> {
-    vec![ray_cluster::controller(), queue_policy::controller()]
+    vec![
+        ray_cluster::controller(),
+        rayjob::controller(),
+        queue_policy::controller(),
+    ]
 }
 
 /// Runs the reconciler until SIGTERM/SIGINT (`Ok`) or a fatal error.

@@ -1,0 +1,446 @@
+//! The submitter: KubeRay's submit command, the K8sJobMode Job, the SidecarMode container and
+//! the HTTPMode request body (`kuberay-compat.md` §7.1–7.2).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{
+    Container, EnvVar, EnvVarSource, PodSpec, PodTemplateSpec, ResourceRequirements,
+    SecretKeySelector,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::{Map, Value, json};
+
+use super::cluster::owned_by;
+use super::{DEFAULT_SUBMITTER_BACKOFF_LIMIT, SUBMITTER_CONTAINER, SubmissionMode};
+use crate::keys;
+use crate::onboarding::{GangMembership, RayPodRole, onboarding_patch};
+use crate::ray::v1::{RayClusterSpec, RayJob};
+use crate::validation::k8s::go_quote;
+use crate::validation::version::{MetadataVersionError, check_metadata_version};
+
+/// Label KubeRay puts on everything it creates.
+pub const CREATED_BY_LABEL: &str = "app.kubernetes.io/created-by";
+/// Value of [`CREATED_BY_LABEL`] (kept as KubeRay's, so tools that select on it keep working).
+pub const CREATED_BY_VALUE: &str = "kuberay-operator";
+
+/// Why a submit command cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SubmitCommandError {
+    /// `spec.runtimeEnvYAML` is not a YAML mapping.
+    #[error("spec.runtimeEnvYAML: failed to unmarshal runtimeEnvYAML: {0}")]
+    RuntimeEnv(String),
+    /// `spec.metadata` needs Ray ≥ 2.6.0.
+    #[error("spec.metadata: {0}")]
+    MetadataVersion(String),
+    /// The mode has no submit command.
+    #[error("unsupported submission mode for job submit command: {0}")]
+    Mode(&'static str),
+}
+
+/// `spec.runtimeEnvYAML` as a JSON object (`None` when unset or blank).
+pub fn runtime_env_json(job: &RayJob) -> Result<Option<Value>, SubmitCommandError> {
+    let Some(text) = job
+        .spec
+        .runtime_env_yaml
+        .as_deref()
+        .filter(|t| !t.trim().is_empty())
+    else {
+        return Ok(None);
+    };
+    let value: Value =
+        serde_yaml_ng::from_str(text).map_err(|e| SubmitCommandError::RuntimeEnv(e.to_string()))?;
+    match value {
+        Value::Object(_) => Ok(Some(value)),
+        Value::Null => Ok(None),
+        other => Err(SubmitCommandError::RuntimeEnv(format!(
+            "expected a mapping, got {other}"
+        ))),
+    }
+}
+
+fn metadata(job: &RayJob) -> Result<Option<&BTreeMap<String, String>>, SubmitCommandError> {
+    let Some(metadata) = job.spec.metadata.as_ref().filter(|m| !m.is_empty()) else {
+        return Ok(None);
+    };
+    if let Some(version) = job
+        .spec
+        .ray_cluster_spec
+        .as_ref()
+        .and_then(|s| s.ray_version.as_deref())
+        .filter(|v| !v.is_empty())
+    {
+        check_metadata_version(version).map_err(|e| {
+            SubmitCommandError::MetadataVersion(match e {
+                MetadataVersionError::Unparsable => {
+                    format!("failed to parse Ray version: {version}")
+                }
+                MetadataVersionError::TooOld => {
+                    "the Ray version must be at least 2.6.0 to use the metadata field".to_string()
+                }
+            })
+        })?;
+    }
+    Ok(Some(metadata))
+}
+
+fn health_wait_loop(address: &str, health_url: &str) -> String {
+    let health = format!(
+        "python -c \"import urllib.request; r=urllib.request.urlopen('{health_url}', timeout=10); exit(0 if b'success' in r.read() else 1)\""
+    );
+    let message = go_quote(&format!(
+        "Waiting for Ray Dashboard GCS to become healthy at {address} ..."
+    ));
+    format!("until {health} >/dev/null 2>&1 ; do echo {message} ; sleep 2 ; done ;")
+}
+
+/// KubeRay's submit command (`BuildJobSubmitCommand`) as its tokens; the container runs them
+/// joined with single spaces under `bash -ce`.
+///
+/// `dashboard_url` is `status.dashboardURL` (K8sJobMode); SidecarMode talks to
+/// `127.0.0.1:<sidecar_port>`. With `guard` (K8sJobMode, or SidecarMode with the gate
+/// SidecarSubmitterRestart) an existing submission is never submitted again and the command
+/// follows its logs instead.
+pub fn submit_command(
+    job: &RayJob,
+    mode: SubmissionMode,
+    dashboard_url: &str,
+    submission_id: &str,
+    sidecar_port: i32,
+    guard: bool,
+) -> Result<Vec<String>, SubmitCommandError> {
+    let (address, health_url) = match mode {
+        SubmissionMode::K8sJob => {
+            let address =
+                if dashboard_url.starts_with("http://") || dashboard_url.starts_with("https://") {
+                    dashboard_url.to_string()
+                } else {
+                    format!("http://{dashboard_url}")
+                };
+            let health = format!("{address}/api/gcs_healthz");
+            (address, health)
+        }
+        SubmissionMode::Sidecar => (
+            format!("http://127.0.0.1:{sidecar_port}"),
+            format!("http://localhost:{sidecar_port}/api/gcs_healthz"),
+        ),
+        SubmissionMode::Http => return Err(SubmitCommandError::Mode("HTTPMode")),
+        SubmissionMode::Interactive => return Err(SubmitCommandError::Mode("InteractiveMode")),
+    };
+    let mut tokens = vec![health_wait_loop(&address, &health_url)];
+    if guard {
+        tokens.push(format!(
+            "if ! ray job status --address {address} {submission_id} >/dev/null 2>&1 ; then"
+        ));
+    }
+    tokens.extend(["ray job submit --address".to_string(), address.clone()]);
+    if guard {
+        tokens.push("--no-wait".into());
+    }
+    if let Some(env) = runtime_env_json(job)? {
+        tokens.push("--runtime-env-json".into());
+        tokens.push(go_quote(&env.to_string()));
+    }
+    if let Some(metadata) = metadata(job)? {
+        let text = serde_json::to_string(metadata).unwrap_or_default();
+        tokens.push("--metadata-json".into());
+        tokens.push(go_quote(&text));
+    }
+    if !submission_id.is_empty() {
+        tokens.push("--submission-id".into());
+        tokens.push(submission_id.to_string());
+    }
+    if let Some(cpus) = job.spec.entrypoint_num_cpus.filter(|c| *c > 0.0) {
+        tokens.push("--entrypoint-num-cpus".into());
+        tokens.push(format!("{cpus:.6}"));
+    }
+    if let Some(gpus) = job.spec.entrypoint_num_gpus.filter(|g| *g > 0.0) {
+        tokens.push("--entrypoint-num-gpus".into());
+        tokens.push(format!("{gpus:.6}"));
+    }
+    if let Some(resources) = job
+        .spec
+        .entrypoint_resources
+        .as_deref()
+        .filter(|r| !r.is_empty())
+    {
+        tokens.push("--entrypoint-resources".into());
+        tokens.push(go_quote(resources));
+    }
+    tokens.push("--".into());
+    tokens.push(
+        job.spec
+            .entrypoint
+            .as_deref()
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+    );
+    tokens.push(";".into());
+    if guard {
+        tokens.push(format!(
+            "fi ; ray job logs --address {address} --follow {submission_id}"
+        ));
+    }
+    Ok(tokens)
+}
+
+/// The HTTPMode request body of `POST /api/jobs/` (`kuberay-compat.md` §7.5).
+pub fn submit_request(job: &RayJob, submission_id: &str) -> Result<Value, SubmitCommandError> {
+    let mut body = Map::new();
+    body.insert(
+        "entrypoint".into(),
+        job.spec
+            .entrypoint
+            .as_deref()
+            .unwrap_or_default()
+            .trim()
+            .into(),
+    );
+    body.insert("submission_id".into(), submission_id.into());
+    if let Some(metadata) = metadata(job)? {
+        body.insert("metadata".into(), json!(metadata));
+    }
+    if let Some(env) = runtime_env_json(job)? {
+        body.insert("runtime_env".into(), env);
+    }
+    if let Some(resources) = job
+        .spec
+        .entrypoint_resources
+        .as_deref()
+        .filter(|r| !r.is_empty())
+    {
+        let parsed: BTreeMap<String, f64> = serde_json::from_str(resources)
+            .map_err(|e| SubmitCommandError::RuntimeEnv(format!("entrypointResources: {e}")))?;
+        body.insert("entrypoint_resources".into(), json!(parsed));
+    }
+    if let Some(cpus) = job.spec.entrypoint_num_cpus.filter(|c| *c > 0.0) {
+        body.insert("entrypoint_num_cpus".into(), json!(cpus));
+    }
+    if let Some(gpus) = job.spec.entrypoint_num_gpus.filter(|g| *g > 0.0) {
+        body.insert("entrypoint_num_gpus".into(), json!(gpus));
+    }
+    Ok(Value::Object(body))
+}
+
+fn head_container(spec: Option<&RayClusterSpec>) -> Option<&Container> {
+    spec?
+        .head_group_spec
+        .template
+        .spec
+        .as_ref()?
+        .containers
+        .first()
+}
+
+fn env(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value: Some(value.into()),
+        value_from: None,
+    }
+}
+
+/// The submitter environment KubeRay appends to container 0 in every case.
+fn submitter_env(job: &RayJob, dashboard_url: &str, submission_id: &str) -> Vec<EnvVar> {
+    let mut vars = vec![
+        env("PYTHONUNBUFFERED", "1"),
+        env("RAY_DASHBOARD_ADDRESS", dashboard_url),
+        env("RAY_JOB_SUBMISSION_ID", submission_id),
+    ];
+    let auth = job
+        .spec
+        .ray_cluster_spec
+        .as_ref()
+        .and_then(|s| s.auth_options.as_ref())
+        .filter(|a| a.mode.as_deref() == Some("token"));
+    if let Some(auth) = auth {
+        let secret = auth
+            .secret_name
+            .clone()
+            .filter(|s| !s.is_empty())
+            .or_else(|| job.status.as_ref()?.ray_cluster_name.clone())
+            .unwrap_or_default();
+        vars.push(env("RAY_AUTH_MODE", "token"));
+        vars.push(EnvVar {
+            name: "RAY_AUTH_TOKEN".into(),
+            value: None,
+            value_from: Some(EnvVarSource {
+                secret_key_ref: Some(SecretKeySelector {
+                    name: secret,
+                    key: "auth_token".into(),
+                    optional: None,
+                }),
+                ..EnvVarSource::default()
+            }),
+        });
+    }
+    vars
+}
+
+fn default_submitter_container(spec: Option<&RayClusterSpec>) -> Container {
+    let head = head_container(spec);
+    let quantities = |cpu: &str, memory: &str| {
+        BTreeMap::from([
+            ("cpu".to_string(), Quantity(cpu.into())),
+            ("memory".to_string(), Quantity(memory.into())),
+        ])
+    };
+    Container {
+        name: SUBMITTER_CONTAINER.into(),
+        image: head.and_then(|c| c.image.clone()),
+        image_pull_policy: head.and_then(|c| c.image_pull_policy.clone()),
+        resources: Some(ResourceRequirements {
+            requests: Some(quantities("500m", "200Mi")),
+            limits: Some(quantities("1", "1Gi")),
+            ..ResourceRequirements::default()
+        }),
+        ..Container::default()
+    }
+}
+
+fn shell(login_shell: bool) -> Vec<String> {
+    let flags = if login_shell { "-cel" } else { "-ce" };
+    vec!["/bin/bash".into(), flags.into(), "--".into()]
+}
+
+/// SidecarMode: KubeRay's default submitter container, running the submit command against the
+/// head next to it.
+pub(super) fn sidecar_container(
+    job: &RayJob,
+    spec: &RayClusterSpec,
+    submission_id: &str,
+    port: i32,
+    login_shell: bool,
+) -> Container {
+    let mut container = default_submitter_container(Some(spec));
+    let address = format!("127.0.0.1:{port}");
+    let command = submit_command(job, SubmissionMode::Sidecar, "", submission_id, port, false)
+        .unwrap_or_default();
+    container.command = Some(shell(login_shell));
+    container.args = Some(vec![command.join(" ")]);
+    container.env = Some(submitter_env(job, &address, submission_id));
+    container
+}
+
+/// The K8sJobMode submitter Job `<ns>/<rayjob>` (`kuberay-compat.md` §7.1).
+///
+/// The Pod template is `spec.submitterPodTemplate` (with `restartPolicy: Never` and the
+/// container name `ray-job-submitter` filled in when missing, so the Job API never refuses it)
+/// or KubeRay's default; container 0 runs the submit command unless it has a command of its
+/// own; in Volcano namespaces the template carries the RayJob's gang metadata (the same patch
+/// the webhook applies), as task `submittergroup`.
+pub fn submitter_job(
+    job: &RayJob,
+    dashboard_url: &str,
+    submission_id: &str,
+    volcano: bool,
+    login_shell: bool,
+) -> Result<Job, SubmitCommandError> {
+    let job_name = job.metadata.name.clone().unwrap_or_default();
+    let mut template = match job.spec.submitter_pod_template.clone() {
+        Some(template) => template,
+        None => PodTemplateSpec {
+            metadata: None,
+            spec: Some(PodSpec {
+                containers: vec![default_submitter_container(
+                    job.spec.ray_cluster_spec.as_ref(),
+                )],
+                restart_policy: Some("Never".into()),
+                image_pull_secrets: job
+                    .spec
+                    .ray_cluster_spec
+                    .as_ref()
+                    .and_then(|s| s.head_group_spec.template.spec.as_ref())
+                    .and_then(|p| p.image_pull_secrets.clone()),
+                ..PodSpec::default()
+            }),
+        },
+    };
+    let pod = template.spec.get_or_insert_with(PodSpec::default);
+    if pod.restart_policy.as_deref().is_none_or(str::is_empty) {
+        pod.restart_policy = Some("Never".into());
+    }
+    if pod.containers.is_empty() {
+        pod.containers.push(default_submitter_container(
+            job.spec.ray_cluster_spec.as_ref(),
+        ));
+    }
+    let container = &mut pod.containers[0];
+    if container.name.is_empty() {
+        container.name = SUBMITTER_CONTAINER.into();
+    }
+    if container.command.as_ref().is_none_or(Vec::is_empty) {
+        let tokens = submit_command(
+            job,
+            SubmissionMode::K8sJob,
+            dashboard_url,
+            submission_id,
+            0,
+            true,
+        )?;
+        container.command = Some(shell(login_shell));
+        container.args = Some(vec![tokens.join(" ")]);
+    }
+    container
+        .env
+        .get_or_insert_with(Vec::new)
+        .extend(submitter_env(job, dashboard_url, submission_id));
+
+    let origin = BTreeMap::from([
+        (
+            keys::ORIGINATED_FROM_CR_NAME_LABEL.to_string(),
+            job_name.clone(),
+        ),
+        (
+            keys::ORIGINATED_FROM_CRD_LABEL.to_string(),
+            "RayJob".to_string(),
+        ),
+        (CREATED_BY_LABEL.to_string(), CREATED_BY_VALUE.to_string()),
+    ]);
+    let meta = template.metadata.get_or_insert_with(ObjectMeta::default);
+    meta.labels
+        .get_or_insert_with(BTreeMap::new)
+        .extend(origin.clone());
+    if volcano {
+        template = join_gang(job, template);
+    }
+    Ok(Job {
+        metadata: ObjectMeta {
+            name: Some(job_name),
+            namespace: job.metadata.namespace.clone(),
+            labels: Some(origin),
+            owner_references: Some(vec![owned_by(job)]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(JobSpec {
+            backoff_limit: Some(
+                job.spec
+                    .submitter_config
+                    .as_ref()
+                    .and_then(|c| c.backoff_limit)
+                    .unwrap_or(DEFAULT_SUBMITTER_BACKOFF_LIMIT),
+            ),
+            template,
+            ..JobSpec::default()
+        }),
+        status: None,
+    })
+}
+
+/// The template with the RayJob's gang metadata, applied with the webhook's own patch.
+fn join_gang(job: &RayJob, template: PodTemplateSpec) -> PodTemplateSpec {
+    let owner = job.metadata.name.as_deref().unwrap_or_default();
+    let labels = job.metadata.labels.clone().unwrap_or_default();
+    let membership = GangMembership::new(owner, &RayPodRole::Submitter, &labels);
+    let mut value = serde_json::to_value(&template).unwrap_or_else(|_| json!({}));
+    if value.get("metadata").is_none() {
+        value["metadata"] = json!({});
+    }
+    let onboarding = onboarding_patch(&value, &membership);
+    if json_patch::patch(&mut value, &onboarding.patch).is_err() {
+        return template;
+    }
+    serde_json::from_value(value).unwrap_or(template)
+}

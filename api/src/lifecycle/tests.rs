@@ -1,0 +1,996 @@
+//! The RayJob state machine, branch by branch, without a server.
+
+use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use k8s_openapi::jiff::Timestamp;
+use serde_json::json;
+
+use super::*;
+use crate::ray::v1::{RayClusterStatus, RayJobStatusInfo};
+
+const NOW: i64 = 1_800_000_000;
+
+fn at(seconds: i64) -> Time {
+    Time(Timestamp::from_second(seconds).unwrap())
+}
+
+fn job(extra_spec: &str) -> RayJob {
+    let yaml = format!(
+        r#"
+apiVersion: ray.io/v1
+kind: RayJob
+metadata:
+  name: demo
+  namespace: ml
+  uid: job-uid
+  generation: 1
+  resourceVersion: "7"
+  finalizers: [ray.io/rayjob-finalizer]
+  labels: {{volcano.sh/queue-name: research}}
+spec:
+  entrypoint: python -c 'print(1)'
+{extra_spec}
+  rayClusterSpec:
+    rayVersion: "2.60.0"
+    headGroupSpec:
+      template:
+        spec:
+          containers:
+          - name: ray-head
+            image: rayproject/ray:2.60.0
+            resources:
+              requests: {{cpu: "1", memory: 2Gi}}
+    workerGroupSpecs:
+    - groupName: small
+      replicas: 2
+      minReplicas: 0
+      maxReplicas: 5
+      template:
+        spec:
+          containers:
+          - name: ray-worker
+            image: rayproject/ray:2.60.0
+            resources:
+              requests: {{cpu: 500m, memory: 1Gi}}
+"#
+    );
+    serde_saphyr::from_str(&yaml).unwrap_or_else(|e| panic!("bad test YAML: {e}"))
+}
+
+fn with_status(mut job: RayJob, status: serde_json::Value) -> RayJob {
+    job.status = Some(serde_json::from_value(status).unwrap());
+    job
+}
+
+fn running(job: RayJob) -> RayJob {
+    with_status(
+        job,
+        json!({
+            "jobDeploymentStatus": "Running",
+            "jobStatus": "",
+            "jobId": "demo-abcde",
+            "rayClusterName": "demo-fghjk",
+            "dashboardURL": "demo-fghjk-head-svc.ml.svc.cluster.local:8265",
+            "startTime": at(NOW - 60),
+            "failed": 0,
+            "succeeded": 0,
+        }),
+    )
+}
+
+fn initializing(job: RayJob) -> RayJob {
+    with_status(
+        job,
+        json!({
+            "jobDeploymentStatus": "Initializing",
+            "jobStatus": "",
+            "jobId": "demo-abcde",
+            "rayClusterName": "demo-fghjk",
+            "startTime": at(NOW - 10),
+            "failed": 0,
+            "succeeded": 0,
+        }),
+    )
+}
+
+fn cluster_of(job: &RayJob, state: Option<&str>) -> RayCluster {
+    let name = job
+        .status
+        .as_ref()
+        .unwrap()
+        .ray_cluster_name
+        .clone()
+        .unwrap();
+    let mut cluster = ray_cluster_for_job(job, &name, "demo-abcde", true, false).unwrap();
+    cluster.status = Some(RayClusterStatus {
+        state: state.map(str::to_string),
+        ..RayClusterStatus::default()
+    });
+    cluster
+}
+
+fn finished_submitter(kind: &str, at_seconds: i64) -> Job {
+    Job {
+        status: Some(JobStatus {
+            conditions: Some(vec![JobCondition {
+                type_: kind.into(),
+                status: "True".into(),
+                reason: Some("BackoffLimitExceeded".into()),
+                message: Some("Job has reached the specified backoff limit".into()),
+                last_transition_time: Some(at(at_seconds)),
+                ..JobCondition::default()
+            }]),
+            ..JobStatus::default()
+        }),
+        ..Job::default()
+    }
+}
+
+struct World {
+    job: RayJob,
+    config: LifecycleConfig,
+    volcano: bool,
+    cluster: Option<RayCluster>,
+    submitter: Option<Job>,
+    pod_group: Option<PodGroup>,
+    ray_job: RayJobObservation,
+    now: i64,
+    validation_errors: Vec<String>,
+}
+
+impl World {
+    fn new(job: RayJob) -> Self {
+        World {
+            job,
+            config: LifecycleConfig::default(),
+            volcano: false,
+            cluster: None,
+            submitter: None,
+            pod_group: None,
+            ray_job: RayJobObservation::NotQueried,
+            now: NOW,
+            validation_errors: Vec::new(),
+        }
+    }
+
+    fn decide(&self) -> Decision {
+        decide(&Snapshot {
+            job: &self.job,
+            now: Timestamp::from_second(self.now).unwrap(),
+            config: &self.config,
+            validation_errors: self.validation_errors.clone(),
+            volcano: self.volcano,
+            cluster: self.cluster.as_ref(),
+            submitter: self.submitter.as_ref(),
+            head_pod: None,
+            pod_group: self.pod_group.as_ref(),
+            ray_job: self.ray_job.clone(),
+            fresh: FreshSuffixes {
+                cluster: "fghjk".into(),
+                submission: "abcde".into(),
+            },
+        })
+    }
+}
+
+fn status_of(decision: &Decision) -> Option<RayJobStatus> {
+    decision.actions.iter().find_map(|a| match a {
+        Action::UpdateStatus(s) => Some((**s).clone()),
+        _ => None,
+    })
+}
+
+fn kinds(decision: &Decision) -> Vec<&'static str> {
+    decision
+        .actions
+        .iter()
+        .map(|a| match a {
+            Action::AddFinalizer => "AddFinalizer",
+            Action::RemoveFinalizer => "RemoveFinalizer",
+            Action::CreatePodGroup(_) => "CreatePodGroup",
+            Action::ResizePodGroup { .. } => "ResizePodGroup",
+            Action::CreateRayCluster(_) => "CreateRayCluster",
+            Action::DeleteRayCluster { .. } => "DeleteRayCluster",
+            Action::SuspendWorkerGroups { .. } => "SuspendWorkerGroups",
+            Action::CreateSubmitterJob(_) => "CreateSubmitterJob",
+            Action::DeleteSubmitterJob { .. } => "DeleteSubmitterJob",
+            Action::SubmitRayJob { .. } => "SubmitRayJob",
+            Action::StopRayJob { .. } => "StopRayJob",
+            Action::DeleteRayJob => "DeleteRayJob",
+            Action::UpdateStatus(_) => "UpdateStatus",
+            Action::Event(_) => "Event",
+        })
+        .filter(|k| *k != "Event")
+        .collect()
+}
+
+fn events(decision: &Decision) -> Vec<String> {
+    decision
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Event(e) => Some(e.reason.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn found(status: &str, end: Option<i64>) -> RayJobObservation {
+    RayJobObservation::Found(RayJobDetails {
+        status: status.into(),
+        message: Some(format!("job is {status}")),
+        start_time: Some((NOW - 30) * 1000),
+        end_time: end.map(|e| e * 1000),
+    })
+}
+
+#[test]
+fn new_writes_identity_and_nothing_else() {
+    let mut job = job("");
+    job.metadata.finalizers = None;
+    let world = World::new(job);
+    let decision = world.decide();
+    assert_eq!(kinds(&decision), ["AddFinalizer", "UpdateStatus"]);
+    let status = status_of(&decision).unwrap();
+    assert_eq!(status.job_id.as_deref(), Some("demo-abcde"));
+    assert_eq!(status.ray_cluster_name.as_deref(), Some("demo-fghjk"));
+    assert_eq!(
+        status.job_deployment_status.as_deref(),
+        Some("Initializing")
+    );
+    assert_eq!(status.job_status.as_deref(), Some(""));
+    assert_eq!(status.start_time, Some(at(NOW)));
+    assert_eq!((status.failed, status.succeeded), (Some(0), Some(0)));
+    assert_eq!(
+        decision.requeue_after, None,
+        "the status write itself wakes the next pass"
+    );
+}
+
+#[test]
+fn new_uses_spec_job_id_and_selector_cluster_and_interactive_gets_no_id() {
+    let world = World::new(job(
+        "  jobId: mine\n  clusterSelector: {ray.io/cluster: shared}",
+    ));
+    let status = status_of(&world.decide()).unwrap();
+    assert_eq!(status.job_id.as_deref(), Some("mine"));
+    assert_eq!(status.ray_cluster_name.as_deref(), Some("shared"));
+    let world = World::new(job("  submissionMode: InteractiveMode"));
+    let status = status_of(&world.decide()).unwrap();
+    assert_eq!(status.job_id, None);
+}
+
+#[test]
+fn initializing_creates_the_pod_group_before_the_cluster_in_volcano_namespaces() {
+    let mut world = World::new(initializing(job("")));
+    world.volcano = true;
+    let decision = world.decide();
+    assert_eq!(kinds(&decision), ["CreatePodGroup", "CreateRayCluster"]);
+    let Action::CreatePodGroup(pg) = &decision.actions[0] else {
+        unreachable!()
+    };
+    assert_eq!(pg.metadata.name.as_deref(), Some("ray-demo-pg"));
+    assert_eq!(
+        pg.spec.min_member,
+        Some(3),
+        "head + 2 workers, not the submitter"
+    );
+    let resources: BTreeMap<_, _> = pg
+        .spec
+        .min_resources
+        .clone()
+        .unwrap()
+        .into_iter()
+        .map(|(k, v)| (k, v.0))
+        .collect();
+    assert_eq!(
+        resources["cpu"], "2500m",
+        "head 1 + 2×500m + submitter 500m"
+    );
+    let Action::CreateRayCluster(cluster) = &decision.actions[2] else {
+        panic!("{:?}", decision.actions)
+    };
+    assert_eq!(cluster.metadata.name.as_deref(), Some("demo-fghjk"));
+    let labels = cluster.metadata.labels.as_ref().unwrap();
+    assert_eq!(labels["ray.io/originated-from-crd"], "RayJob");
+    assert_eq!(labels["ray.io/originated-from-cr-name"], "demo");
+    assert_eq!(labels["ray.io/job-submission-mode"], "K8sJobMode");
+    assert_eq!(labels["volcano.sh/queue-name"], "research");
+    let annotations = cluster.metadata.annotations.as_ref().unwrap();
+    assert_eq!(annotations["scheduling.k8s.io/group-name"], "ray-demo-pg");
+    let owner = &cluster.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str()),
+        ("RayJob", "job-uid")
+    );
+}
+
+#[test]
+fn outside_volcano_namespaces_there_is_no_pod_group() {
+    let world = World::new(initializing(job("")));
+    assert_eq!(kinds(&world.decide()), ["CreateRayCluster"]);
+}
+
+#[test]
+fn initializing_waits_for_a_ready_cluster_copying_its_status() {
+    let mut world = World::new(initializing(job("")));
+    world.cluster = Some(cluster_of(&world.job, None));
+    let decision = world.decide();
+    assert_eq!(kinds(&decision), ["UpdateStatus"]);
+    let status = status_of(&decision).unwrap();
+    assert_eq!(
+        status.job_deployment_status.as_deref(),
+        Some("Initializing")
+    );
+    assert_eq!(status.ray_cluster_status, Some(RayClusterStatus::default()));
+    assert_eq!(status.dashboard_url, None);
+}
+
+#[test]
+fn a_ready_cluster_gets_the_submitter_and_running() {
+    let mut world = World::new(initializing(job("")));
+    world.volcano = true;
+    world.cluster = Some(cluster_of(&world.job, Some("ready")));
+    world.pod_group = Some(crate::sizing::ray_job_pod_group(&world.job).unwrap());
+    let decision = world.decide();
+    assert_eq!(kinds(&decision), ["CreateSubmitterJob", "UpdateStatus"]);
+    let status = status_of(&decision).unwrap();
+    assert_eq!(
+        status.dashboard_url.as_deref(),
+        Some("demo-fghjk-head-svc.ml.svc.cluster.local:8265")
+    );
+    assert_eq!(status.job_deployment_status.as_deref(), Some("Running"));
+    let Action::CreateSubmitterJob(submitter) = &decision.actions[0] else {
+        unreachable!()
+    };
+    assert_eq!(submitter.metadata.name.as_deref(), Some("demo"));
+    let spec = submitter.spec.as_ref().unwrap();
+    assert_eq!(spec.backoff_limit, Some(2));
+    let pod = spec.template.spec.as_ref().unwrap();
+    assert_eq!(pod.scheduler_name.as_deref(), Some("volcano"));
+    assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
+    let annotations = spec
+        .template
+        .metadata
+        .as_ref()
+        .unwrap()
+        .annotations
+        .as_ref()
+        .unwrap();
+    assert_eq!(annotations["volcano.sh/task-spec"], "submittergroup");
+    assert_eq!(annotations["scheduling.k8s.io/group-name"], "ray-demo-pg");
+    let container = &pod.containers[0];
+    assert_eq!(container.name, "ray-job-submitter");
+    assert_eq!(container.image.as_deref(), Some("rayproject/ray:2.60.0"));
+    assert_eq!(
+        container.command.as_deref().unwrap(),
+        ["/bin/bash", "-ce", "--"]
+    );
+    let args = &container.args.as_ref().unwrap()[0];
+    assert!(args.starts_with("until python -c \"import urllib.request; r=urllib.request.urlopen('http://demo-fghjk-head-svc.ml.svc.cluster.local:8265/api/gcs_healthz', timeout=10)"), "{args}");
+    assert!(args.contains("if ! ray job status --address http://demo-fghjk-head-svc.ml.svc.cluster.local:8265 demo-abcde >/dev/null 2>&1 ; then ray job submit --address http://demo-fghjk-head-svc.ml.svc.cluster.local:8265 --no-wait --submission-id demo-abcde -- python -c 'print(1)' ; fi ; ray job logs --address http://demo-fghjk-head-svc.ml.svc.cluster.local:8265 --follow demo-abcde"), "{args}");
+    let env: Vec<(&str, &str)> = container
+        .env
+        .iter()
+        .flatten()
+        .map(|e| (e.name.as_str(), e.value.as_deref().unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        env,
+        [
+            ("PYTHONUNBUFFERED", "1"),
+            (
+                "RAY_DASHBOARD_ADDRESS",
+                "demo-fghjk-head-svc.ml.svc.cluster.local:8265"
+            ),
+            ("RAY_JOB_SUBMISSION_ID", "demo-abcde"),
+        ]
+    );
+}
+
+#[test]
+fn submit_command_matches_kuberays_example() {
+    let job = job(
+        "  runtimeEnvYAML: \"pip: [requests]\"\n  entrypointNumCpus: 1\n  metadata: {owner: feas}\n  entrypointResources: '{\"a\": 1}'",
+    );
+    let tokens = submit_command(
+        &job,
+        SubmissionMode::K8sJob,
+        "demo-x7k2p-head-svc.ml.svc.cluster.local:8265",
+        "demo-q9z4m",
+        0,
+        true,
+    )
+    .unwrap();
+    let text = tokens.join(" ");
+    assert_eq!(
+        text,
+        "until python -c \"import urllib.request; r=urllib.request.urlopen('http://demo-x7k2p-head-svc.ml.svc.cluster.local:8265/api/gcs_healthz', timeout=10); exit(0 if b'success' in r.read() else 1)\" >/dev/null 2>&1 ; do echo \"Waiting for Ray Dashboard GCS to become healthy at http://demo-x7k2p-head-svc.ml.svc.cluster.local:8265 ...\" ; sleep 2 ; done ; if ! ray job status --address http://demo-x7k2p-head-svc.ml.svc.cluster.local:8265 demo-q9z4m >/dev/null 2>&1 ; then ray job submit --address http://demo-x7k2p-head-svc.ml.svc.cluster.local:8265 --no-wait --runtime-env-json \"{\\\"pip\\\":[\\\"requests\\\"]}\" --metadata-json \"{\\\"owner\\\":\\\"feas\\\"}\" --submission-id demo-q9z4m --entrypoint-num-cpus 1.000000 --entrypoint-resources \"{\\\"a\\\": 1}\" -- python -c 'print(1)' ; fi ; ray job logs --address http://demo-x7k2p-head-svc.ml.svc.cluster.local:8265 --follow demo-q9z4m"
+    );
+    let sidecar = submit_command(&job, SubmissionMode::Sidecar, "", "id", 8265, false)
+        .unwrap()
+        .join(" ");
+    assert!(sidecar.contains("urlopen('http://localhost:8265/api/gcs_healthz'"));
+    assert!(sidecar.ends_with("ray job submit --address http://127.0.0.1:8265 --runtime-env-json \"{\\\"pip\\\":[\\\"requests\\\"]}\" --metadata-json \"{\\\"owner\\\":\\\"feas\\\"}\" --submission-id id --entrypoint-num-cpus 1.000000 --entrypoint-resources \"{\\\"a\\\": 1}\" -- python -c 'print(1)' ;"), "{sidecar}");
+    assert_eq!(
+        submit_command(&job, SubmissionMode::Http, "", "id", 0, true),
+        Err(SubmitCommandError::Mode("HTTPMode"))
+    );
+}
+
+#[test]
+fn metadata_needs_ray_2_6() {
+    let mut job = job("  metadata: {owner: feas}");
+    job.spec.ray_cluster_spec.as_mut().unwrap().ray_version = Some("2.5.0".into());
+    assert_eq!(
+        submit_command(&job, SubmissionMode::K8sJob, "x:8265", "id", 0, true),
+        Err(SubmitCommandError::MetadataVersion(
+            "the Ray version must be at least 2.6.0 to use the metadata field".into()
+        ))
+    );
+}
+
+#[test]
+fn a_user_submitter_template_is_honoured_and_completed() {
+    let job = job(r#"  submitterConfig: {backoffLimit: 5}
+  submitterPodTemplate:
+    metadata: {labels: {team: a}}
+    spec:
+      containers:
+      - image: custom:1
+        resources: {requests: {cpu: "2"}}"#);
+    let submitter = submitter_job(&job, "d:8265", "id", false, true).unwrap();
+    let spec = submitter.spec.unwrap();
+    assert_eq!(spec.backoff_limit, Some(5));
+    let labels = spec.template.metadata.unwrap().labels.unwrap();
+    assert_eq!(labels["team"], "a");
+    assert_eq!(labels["ray.io/originated-from-crd"], "RayJob");
+    let pod = spec.template.spec.unwrap();
+    assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
+    assert_eq!(
+        pod.scheduler_name, None,
+        "no Volcano outside opted-in namespaces"
+    );
+    let container = &pod.containers[0];
+    assert_eq!(container.name, "ray-job-submitter");
+    assert_eq!(container.image.as_deref(), Some("custom:1"));
+    assert_eq!(container.command.as_deref().unwrap()[1], "-cel");
+}
+
+#[test]
+fn interactive_waits_for_the_users_job_id() {
+    let job = initializing(job("  submissionMode: InteractiveMode"));
+    let mut world = World::new(job);
+    world.cluster = Some(cluster_of(&world.job, Some("ready")));
+    let status = status_of(&world.decide()).unwrap();
+    assert_eq!(status.job_deployment_status.as_deref(), Some("Waiting"));
+    world.job.status = Some(status);
+    let decision = world.decide();
+    assert!(decision.actions.is_empty(), "{decision:?}");
+    world.job.spec.job_id = Some("raysubmit_x".into());
+    let status = status_of(&world.decide()).unwrap();
+    assert_eq!(status.job_deployment_status.as_deref(), Some("Running"));
+    assert_eq!(status.job_id.as_deref(), Some("raysubmit_x"));
+}
+
+#[test]
+fn http_mode_submits_when_ray_does_not_know_the_job() {
+    let mut world = World::new(running(job(
+        "  submissionMode: HTTPMode\n  runtimeEnvYAML: 'env_vars: {A: b}'",
+    )));
+    world.cluster = Some(cluster_of(&world.job, Some("ready")));
+    world.ray_job = RayJobObservation::NotFound;
+    let decision = world.decide();
+    let Some(Action::SubmitRayJob {
+        dashboard_url,
+        request,
+    }) = decision.actions.first()
+    else {
+        panic!("{decision:?}")
+    };
+    assert_eq!(
+        dashboard_url,
+        "demo-fghjk-head-svc.ml.svc.cluster.local:8265"
+    );
+    assert_eq!(
+        request,
+        &json!({"entrypoint": "python -c 'print(1)'", "submission_id": "demo-abcde", "runtime_env": {"env_vars": {"A": "b"}}})
+    );
+    assert_eq!(decision.requeue_after, Some(DEFAULT_REQUEUE));
+}
+
+#[test]
+fn running_polls_and_completes_only_once_the_submitter_finished() {
+    let mut world = World::new(running(job("")));
+    world.cluster = Some(cluster_of(&world.job, Some("ready")));
+    world.ray_job = found("SUCCEEDED", Some(NOW - 1));
+    let decision = world.decide();
+    let status = status_of(&decision).unwrap();
+    assert_eq!(status.job_status.as_deref(), Some("SUCCEEDED"));
+    assert_eq!(status.job_deployment_status.as_deref(), Some("Running"));
+    assert_eq!(decision.requeue_after, Some(DEFAULT_REQUEUE));
+    world.submitter = Some(finished_submitter("Complete", NOW));
+    let decision = world.decide();
+    let status = status_of(&decision).unwrap();
+    assert_eq!(status.job_deployment_status.as_deref(), Some("Complete"));
+    assert_eq!(status.succeeded, Some(1));
+    assert_eq!(status.end_time, Some(at(NOW)));
+    assert_eq!(status.message.as_deref(), Some("job is SUCCEEDED"));
+    assert_eq!(
+        status.ray_job_info.unwrap().end_time,
+        Some(at(NOW - 1)),
+        "Ray's epoch milliseconds become a Time"
+    );
+    assert_eq!(events(&decision), ["Complete"]);
+}
+
+#[test]
+fn a_failed_ray_job_fails_with_app_failed_and_retries_within_backoff_limit() {
+    let mut world = World::new(running(job("  backoffLimit: 1")));
+    world.cluster = Some(cluster_of(&world.job, Some("ready")));
+    world.submitter = Some(finished_submitter("Complete", NOW));
+    world.ray_job = found("FAILED", Some(NOW - 1));
+    let status = status_of(&world.decide()).unwrap();
+    assert_eq!(status.job_deployment_status.as_deref(), Some("Retrying"));
+    assert_eq!(status.reason.as_deref(), Some("AppFailed"));
+    assert_eq!(status.failed, Some(1));
+    assert_eq!(status.end_time, None);
+
+    // Second attempt fails too: failed 2 = backoffLimit + 1 → Failed for good.
+    let mut second = running(job("  backoffLimit: 1"));
+    second.status.as_mut().unwrap().failed = Some(1);
+    world.job = second;
+    let status = status_of(&world.decide()).unwrap();
+    assert_eq!(status.job_deployment_status.as_deref(), Some("Failed"));
+    assert_eq!(status.failed, Some(2));
+    assert_eq!(status.end_time, Some(at(NOW)));
+}
+
+#[test]
+fn retrying_deletes_cluster_and_submitter_before_resetting_identity() {
+    let mut job = running(job("  backoffLimit: 1"));
+    job.status.as_mut().unwrap().job_deployment_status = Some("Retrying".into());
+    job.status.as_mut().unwrap().failed = Some(1);
+    let mut world = World::new(job);
+    world.volcano = true;
+    world.cluster = Some(cluster_of(&world.job, Some("ready")));
+    world.submitter = Some(finished_submitter("Complete", NOW));
+    world.pod_group = Some(crate::sizing::ray_job_pod_group(&world.job).unwrap());
+    let decision = world.decide();
+    assert_eq!(kinds(&decision), ["DeleteRayCluster", "DeleteSubmitterJob"]);
+    assert!(decision.requeue_after.is_some());
+
+    world.cluster = None;
+    world.submitter = None;
+    let decision = world.decide();
+    assert_eq!(kinds(&decision), ["ResizePodGroup", "UpdateStatus"]);
+    let Action::ResizePodGroup {
+        min_member,
+        min_resources,
+        ..
+    } = &decision.actions[0]
+    else {
+        unreachable!()
+    };
+    assert_eq!((*min_member, min_resources.len()), (0, 0));
+    let status = status_of(&decision).unwrap();
+    assert_eq!(status.job_deployment_status.as_deref(), Some(""));
+    assert_eq!((&status.job_id, &status.ray_cluster_name), (&None, &None));
+    assert_eq!(status.failed, Some(1));
+
+    // The next pass picks a new identity.
+    world.job.status = Some(status);
+    world.pod_group = None;
+    let status = status_of(&world.decide()).unwrap();
+    assert_eq!(
+        status.job_deployment_status.as_deref(),
+        Some("Initializing")
+    );
+    assert_eq!(status.ray_cluster_name.as_deref(), Some("demo-fghjk"));
+}
+
+#[test]
+fn a_cluster_the_rayjob_does_not_own_is_never_deleted() {
+    let mut job = running(job("  clusterSelector: {ray.io/cluster: shared}"));
+    job.status.as_mut().unwrap().job_deployment_status = Some("Retrying".into());
+    job.status.as_mut().unwrap().ray_cluster_name = Some("shared".into());
+    let mut world = World::new(job);
+    let mut shared = cluster_of(&world.job, Some("ready"));
+    shared.metadata.owner_references = Some(vec![OwnerReference::default()]);
+    world.cluster = Some(shared);
+    assert_eq!(kinds(&world.decide()), ["UpdateStatus"]);
+}
+
+#[test]
+fn submitter_failure_without_a_terminal_ray_job_is_a_submission_failure() {
+    let mut world = World::new(running(job("")));
+    world.cluster = Some(cluster_of(&world.job, Some("ready")));
+    world.submitter = Some(finished_submitter("Failed", NOW));
+    world.ray_job = RayJobObservation::NotFound;
+    let status = status_of(&world.decide()).unwrap();
+    assert_eq!(status.job_deployment_status.as_deref(), Some("Failed"));
+    assert_eq!(status.reason.as_deref(), Some("SubmissionFailed"));
+    assert_eq!(
+        status.message.as_deref(),
+        Some(
+            "Job submission has failed. Reason: BackoffLimitExceeded. Message: Job has reached the specified backoff limit"
+        )
+    );
+}
+
+#[test]
+fn a_late_look_at_a_finished_submitter_asks_ray_first() {
+    // The submitter ended an hour ago (e.g. raygate was down): KubeRay would fail the RayJob
+    // by the 30 s rule before reading the job; raygate reads Ray's SUCCEEDED.
+    let mut world = World::new(running(job("")));
+    world.cluster = Some(cluster_of(&world.job, Some("ready")));
+    world.submitter = Some(finished_submitter("Complete", NOW - 3600));
+    world.ray_job = found("SUCCEEDED", Some(NOW - 3600));
+    let status = status_of(&world.decide()).unwrap();
+    assert_eq!(status.job_deployment_status.as_deref(), Some("Complete"));
+    // …and only a Ray job still running 30 s after its submitter ended fails.
+    world.ray_job = found("RUNNING", None);
+    let status = status_of(&world.decide()).unwrap();
+    assert_eq!(status.job_status.as_deref(), Some("FAILED"));
+    assert_eq!(
+        status.reason.as_deref(),
+        Some("JobDeploymentStatusTransitionGracePeriodExceeded")
+    );
+    world.submitter = Some(finished_submitter("Complete", NOW - 10));
+    let decision = world.decide();
+    assert_eq!(
+        status_of(&decision)
+            .unwrap()
+            .job_deployment_status
+            .as_deref(),
+        Some("Running")
+    );
+    assert_eq!(decision.requeue_after, Some(DEFAULT_REQUEUE));
+}
+
+#[test]
+fn dashboard_outages_start_the_status_check_clock_and_time_out() {
+    let mut world = World::new(running(job("  backoffLimit: 3")));
+    world.cluster = Some(cluster_of(&world.job, Some("ready")));
+    world.ray_job = RayJobObservation::Unreachable("connection refused".into());
+    let status = status_of(&world.decide()).unwrap();
+    assert_eq!(status.job_status_check_failure_start_time, Some(at(NOW)));
+    world.job.status = Some(status);
+    world.now = NOW + 300;
+    let status = status_of(&world.decide()).unwrap();
+    assert_eq!(status.job_deployment_status.as_deref(), Some("Failed"));
+    assert_eq!(
+        status.reason.as_deref(),
+        Some("JobStatusCheckTimeoutExceeded")
+    );
+    assert_eq!(status.failed, Some(1), "not retried despite backoffLimit");
+}
+
+#[test]
+fn deadlines_fail_the_job_and_wake_the_reconciler_in_time() {
+    let mut world = World::new(initializing(job("  activeDeadlineSeconds: 30")));
+    world.cluster = Some(cluster_of(&world.job, None));
+    let decision = world.decide();
+    assert_eq!(decision.requeue_after, Some(Duration::from_secs(21)));
+    world.now = NOW + 20;
+    let status = status_of(&world.decide()).unwrap();
+    assert_eq!(status.job_deployment_status.as_deref(), Some("Failed"));
+    assert_eq!(status.reason.as_deref(), Some("DeadlineExceeded"));
+    assert!(
+        status
+            .message
+            .unwrap()
+            .starts_with("The RayJob has passed the activeDeadlineSeconds. StartTime: 2027-01-15 07:59:50 +0000 UTC. ActiveDeadlineSeconds: 30")
+    );
+
+    let mut world = World::new(initializing(job(
+        "  preRunningDeadlineSeconds: 5\n  backoffLimit: 2",
+    )));
+    world.cluster = Some(cluster_of(&world.job, None));
+    let status = status_of(&world.decide()).unwrap();
+    assert_eq!(status.reason.as_deref(), Some("PreRunningDeadlineExceeded"));
+    assert_eq!(
+        status.job_deployment_status.as_deref(),
+        Some("Retrying"),
+        "pre-running deadlines are retryable"
+    );
+}
+
+#[test]
+fn grace_period_after_a_terminal_job_status() {
+    let mut job = running(job(""));
+    let status = job.status.as_mut().unwrap();
+    status.job_status = Some("SUCCEEDED".into());
+    status.ray_job_info = Some(RayJobStatusInfo {
+        start_time: None,
+        end_time: Some(at(NOW - 301)),
+    });
+    let world = World::new(job);
+    let status = status_of(&world.decide()).unwrap();
+    assert_eq!(status.job_deployment_status.as_deref(), Some("Complete"));
+    assert_eq!(
+        status.reason.as_deref(),
+        Some("JobDeploymentStatusTransitionGracePeriodExceeded")
+    );
+}
+
+#[test]
+fn suspend_tears_down_and_resume_starts_over() {
+    let mut world = World::new(running(job(
+        "  suspend: true\n  shutdownAfterJobFinishes: true",
+    )));
+    let status = status_of(&world.decide()).unwrap();
+    assert_eq!(status.job_deployment_status.as_deref(), Some("Suspending"));
+    world.job.status = Some(status);
+    world.cluster = Some(cluster_of(&world.job, Some("ready")));
+    assert_eq!(kinds(&world.decide()), ["DeleteRayCluster"]);
+    world.cluster = None;
+    let status = status_of(&world.decide()).unwrap();
+    assert_eq!(status.job_deployment_status.as_deref(), Some("Suspended"));
+    world.job.status = Some(status);
+    let decision = world.decide();
+    assert!(decision.actions.is_empty() && decision.requeue_after.is_none());
+    world.job.spec.suspend = Some(false);
+    let status = status_of(&world.decide()).unwrap();
+    assert_eq!(status.job_deployment_status.as_deref(), Some(""));
+}
+
+fn finished_job(extra: &str, job_status: &str, deployment: &str) -> RayJob {
+    let mut job = running(job(extra));
+    let status = job.status.as_mut().unwrap();
+    status.job_status = Some(job_status.into());
+    status.job_deployment_status = Some(deployment.into());
+    status.end_time = Some(at(NOW - 10));
+    job
+}
+
+#[test]
+fn shutdown_after_the_ttl_deletes_only_the_cluster() {
+    let mut world = World::new(finished_job(
+        "  shutdownAfterJobFinishes: true\n  ttlSecondsAfterFinished: 60",
+        "SUCCEEDED",
+        "Complete",
+    ));
+    world.cluster = Some(cluster_of(&world.job, Some("ready")));
+    let decision = world.decide();
+    assert!(kinds(&decision).is_empty());
+    assert_eq!(decision.requeue_after, Some(Duration::from_secs(52)));
+    world.now = NOW + 51;
+    let decision = world.decide();
+    assert_eq!(kinds(&decision), ["DeleteRayCluster"]);
+    world.config.delete_ray_job_after_finish = true;
+    assert_eq!(kinds(&world.decide()), ["DeleteRayJob"]);
+}
+
+#[test]
+fn terminal_pod_group_follows_the_live_cluster_then_zeroes() {
+    let mut world = World::new(finished_job("", "SUCCEEDED", "Complete"));
+    world.volcano = true;
+    world.pod_group = Some(crate::sizing::ray_job_pod_group(&world.job).unwrap());
+    world.cluster = Some(cluster_of(&world.job, Some("ready")));
+    let decision = world.decide();
+    let Some(Action::ResizePodGroup {
+        min_member,
+        min_resources,
+        ..
+    }) = decision.actions.first()
+    else {
+        panic!("{decision:?}")
+    };
+    assert_eq!(*min_member, 3);
+    assert_eq!(
+        min_resources["cpu"].0, "2",
+        "the finished submitter no longer counts"
+    );
+    world.cluster = None;
+    let decision = world.decide();
+    let Some(Action::ResizePodGroup { min_member, .. }) = decision.actions.first() else {
+        panic!("{decision:?}")
+    };
+    assert_eq!(*min_member, 0);
+}
+
+#[test]
+fn deletion_rules_pick_the_most_impactful_overdue_rule() {
+    let rules = r#"  deletionStrategy:
+    deletionRules:
+    - {policy: DeleteWorkers, condition: {jobStatus: SUCCEEDED, ttlSeconds: 0}}
+    - {policy: DeleteCluster, condition: {jobStatus: SUCCEEDED, ttlSeconds: 5}}
+    - {policy: DeleteSelf, condition: {jobStatus: SUCCEEDED, ttlSeconds: 100}}
+    - {policy: DeleteSelf, condition: {jobStatus: FAILED, ttlSeconds: 0}}"#;
+    let mut world = World::new(finished_job(rules, "SUCCEEDED", "Complete"));
+    world.cluster = Some(cluster_of(&world.job, Some("ready")));
+    let decision = world.decide();
+    assert_eq!(kinds(&decision), ["DeleteRayCluster"]);
+    assert_eq!(decision.requeue_after, Some(Duration::from_secs(92)));
+    world.now = NOW - 8;
+    let decision = world.decide();
+    let Some(Action::SuspendWorkerGroups { groups, .. }) = decision
+        .actions
+        .iter()
+        .find(|a| matches!(a, Action::SuspendWorkerGroups { .. }))
+    else {
+        panic!("{decision:?}")
+    };
+    assert_eq!(groups, &[0]);
+}
+
+#[test]
+fn legacy_policies_follow_the_job_status() {
+    let legacy = "  deletionStrategy:\n    onSuccess: {policy: DeleteSelf}\n    onFailure: {policy: DeleteNone}";
+    let world = World::new(finished_job(legacy, "SUCCEEDED", "Complete"));
+    assert_eq!(kinds(&world.decide()), ["DeleteRayJob"]);
+    let world = World::new(finished_job(legacy, "FAILED", "Failed"));
+    assert!(kinds(&world.decide()).is_empty());
+    let world = World::new(finished_job(legacy, "STOPPED", "Complete"));
+    assert!(kinds(&world.decide()).is_empty());
+}
+
+#[test]
+fn deletion_stops_a_running_ray_job_then_lets_go() {
+    let mut job = running(job(""));
+    job.metadata.deletion_timestamp = Some(at(NOW));
+    let world = World::new(job);
+    let decision = world.decide();
+    assert_eq!(kinds(&decision), ["StopRayJob", "RemoveFinalizer"]);
+    let mut done = finished_job("", "SUCCEEDED", "Complete");
+    done.metadata.deletion_timestamp = Some(at(NOW));
+    assert_eq!(kinds(&World::new(done).decide()), ["RemoveFinalizer"]);
+    let mut foreign = running(job_without_finalizer());
+    foreign.metadata.deletion_timestamp = Some(at(NOW));
+    assert!(World::new(foreign).decide().actions.is_empty());
+}
+
+fn job_without_finalizer() -> RayJob {
+    let mut job = job("");
+    job.metadata.finalizers = None;
+    job
+}
+
+#[test]
+fn other_managers_are_left_alone() {
+    let mut job = job_without_finalizer();
+    job.spec.managed_by = Some("kueue.x-k8s.io/multikueue".into());
+    let decision = World::new(job).decide();
+    assert!(decision.actions.is_empty() && decision.requeue_after.is_none());
+    let mut ours = job_without_finalizer();
+    ours.spec.managed_by = Some("ray.io/kuberay-operator".into());
+    assert_eq!(
+        kinds(&World::new(ours).decide()),
+        ["AddFinalizer", "UpdateStatus"]
+    );
+}
+
+#[test]
+fn validation_failed_is_left_once_the_spec_is_fixed() {
+    let mut world = World::new(running(job("")));
+    world.validation_errors = vec!["spec.entrypoint: Required value".into()];
+    let decision = world.decide();
+    let status = status_of(&decision).unwrap();
+    assert_eq!(
+        status.job_deployment_status.as_deref(),
+        Some("ValidationFailed")
+    );
+    assert_eq!(status.reason.as_deref(), Some("ValidationFailed"));
+    assert_eq!(
+        status.message.as_deref(),
+        Some("spec.entrypoint: Required value")
+    );
+    assert_eq!(decision.requeue_after, None);
+    assert_eq!(events(&decision), ["ValidationFailed"]);
+    world.job.status = Some(status);
+    assert!(
+        kinds(&world.decide()).is_empty(),
+        "no rewrite while still invalid"
+    );
+    world.validation_errors.clear();
+    let status = status_of(&world.decide()).unwrap();
+    assert_eq!(status.job_deployment_status.as_deref(), Some(""));
+    assert_eq!((status.reason, status.message), (None, None));
+}
+
+#[test]
+fn unknown_submission_modes_fail_validation_with_the_field_named() {
+    let world = World::new(job("  submissionMode: Carrier"));
+    let status = status_of(&world.decide()).unwrap();
+    assert!(
+        status
+            .message
+            .unwrap()
+            .starts_with("spec.submissionMode: Unsupported value: \"Carrier\"")
+    );
+}
+
+#[test]
+fn pod_group_drift_is_resynced_but_equal_quantities_are_not_drift() {
+    let mut world = World::new(running(job("")));
+    world.volcano = true;
+    world.cluster = Some(cluster_of(&world.job, Some("ready")));
+    world.ray_job = found("RUNNING", None);
+    let mut pg = crate::sizing::ray_job_pod_group(&world.job).unwrap();
+    pg.spec
+        .min_resources
+        .as_mut()
+        .unwrap()
+        .insert("cpu".into(), Quantity("2.5".into()));
+    world.pod_group = Some(pg.clone());
+    assert!(!kinds(&world.decide()).contains(&"ResizePodGroup"));
+    pg.spec.min_member = Some(1);
+    world.pod_group = Some(pg);
+    assert_eq!(kinds(&world.decide())[0], "ResizePodGroup");
+}
+
+#[test]
+fn sidecar_mode_puts_the_submitter_in_the_head_and_fails_on_its_exit_code() {
+    let job = initializing(job("  submissionMode: SidecarMode"));
+    let cluster = ray_cluster_for_job(&job, "demo-fghjk", "demo-abcde", true, false).unwrap();
+    let head = cluster.spec.head_group_spec.template.spec.as_ref().unwrap();
+    assert_eq!(head.containers.len(), 2);
+    assert_eq!(head.containers[1].name, "ray-job-submitter");
+    assert_eq!(head.restart_policy.as_deref(), Some("Never"));
+    assert_eq!(
+        cluster.metadata.annotations.as_ref().unwrap()["ray.io/disable-provisioned-head-restart"],
+        "true"
+    );
+    assert!(
+        !cluster
+            .metadata
+            .annotations
+            .as_ref()
+            .unwrap()
+            .contains_key("scheduling.k8s.io/group-name"),
+        "KubeRay tags the cluster object only in K8sJobMode"
+    );
+}
+
+#[test]
+fn suffixes_use_the_kubernetes_alphabet_and_differ_per_entropy() {
+    let a = FreshSuffixes::from_entropy(0x1234_5678_9abc_def0);
+    let b = FreshSuffixes::from_entropy(0x0fed_cba9_8765_4321);
+    assert_ne!(a, b);
+    for s in [&a.cluster, &a.submission, &b.cluster, &b.submission] {
+        assert_eq!(s.len(), 5);
+        assert!(s.bytes().all(|c| SUFFIX_ALPHABET.contains(&c)), "{s}");
+    }
+}
+
+#[test]
+fn merge_patch_nulls_removed_keys_recursively() {
+    let old = json!({"a": 1, "b": {"x": 1, "y": 2}, "c": "gone"});
+    let new = json!({"a": 1, "b": {"x": 3}});
+    assert_eq!(
+        merge_patch(&old, &new),
+        json!({"b": {"x": 3, "y": null}, "c": null})
+    );
+}
+
+#[test]
+fn dashboard_is_asked_only_while_running() {
+    assert_eq!(
+        dashboard_query(&running(job(""))),
+        Some((
+            "demo-fghjk-head-svc.ml.svc.cluster.local:8265".into(),
+            "demo-abcde".into()
+        ))
+    );
+    assert_eq!(dashboard_query(&initializing(job(""))), None);
+    assert_eq!(dashboard_query(&job("")), None);
+}
+
+#[test]
+fn status_patches_omit_empty_strings_like_go() {
+    let old = running(job("")).status.unwrap();
+    let mut new = old.clone();
+    new.job_status = Some(String::new());
+    assert_eq!(status_patch(Some(&old), &new), json!({}));
+    new.job_deployment_status = Some(String::new());
+    new.job_id = None;
+    assert_eq!(
+        status_patch(Some(&old), &new),
+        json!({"jobDeploymentStatus": null, "jobId": null})
+    );
+    assert_eq!(
+        status_patch(None, &new)["rayClusterName"],
+        json!("demo-fghjk")
+    );
+}

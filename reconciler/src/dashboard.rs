@@ -1,0 +1,251 @@
+//! A client of the Ray dashboard's Jobs REST API (`ray-jobs-api.md`), over hyper.
+//!
+//! Every call has a timeout (KubeRay: 2 s direct). Addresses come from `status.dashboardURL`
+//! (`<head-svc>.<ns>.svc.<domain>:<port>`) through an [`AddressResolver`], so tests and
+//! single-node setups can point every cluster at one local Ray head.
+
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::{Method, Request, StatusCode};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use raygate_api::lifecycle::RayJobDetails;
+use serde_json::Value;
+
+/// Maps a cluster's `status.dashboardURL` to the `host:port` raygate connects to.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum AddressResolver {
+    /// Connect to the dashboard URL itself (the head Service's cluster DNS name).
+    #[default]
+    ClusterDns,
+    /// Connect every cluster to this one `host:port` (a local Ray head in tests).
+    Fixed(String),
+}
+
+impl AddressResolver {
+    /// The `host:port` to connect to for `dashboard_url` (scheme, if any, dropped).
+    pub fn resolve(&self, dashboard_url: &str) -> String {
+        match self {
+            AddressResolver::Fixed(address) => strip_scheme(address).to_string(),
+            AddressResolver::ClusterDns => strip_scheme(dashboard_url).to_string(),
+        }
+    }
+}
+
+fn strip_scheme(url: &str) -> &str {
+    url.trim_start_matches("http://")
+        .trim_start_matches("https://")
+        .trim_end_matches('/')
+}
+
+/// Why a dashboard call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DashboardError {
+    /// The job does not exist (HTTP 404).
+    #[error("Job {0} does not exist on the cluster")]
+    NotFound(String),
+    /// The dashboard answered with an error status.
+    #[error("{method} {path}: HTTP {status}: {body}")]
+    Status {
+        /// Request method.
+        method: Method,
+        /// Request path.
+        path: String,
+        /// HTTP status.
+        status: StatusCode,
+        /// Response body (often a Python traceback).
+        body: String,
+    },
+    /// The request could not be sent or the answer not read.
+    #[error("{method} http://{address}{path}: {reason}")]
+    Transport {
+        /// Request method.
+        method: Method,
+        /// `host:port`.
+        address: String,
+        /// Request path.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The answer is not the JSON expected.
+    #[error("{path}: unexpected answer {body:?}: {reason}")]
+    Decode {
+        /// Request path.
+        path: String,
+        /// Response body.
+        body: String,
+        /// Parse error.
+        reason: String,
+    },
+}
+
+/// The Jobs API client.
+#[derive(Clone, Debug)]
+pub struct Dashboard {
+    client: Client<HttpConnector, Full<Bytes>>,
+    resolver: AddressResolver,
+    timeout: Duration,
+    token: Option<String>,
+}
+
+impl Dashboard {
+    /// A client resolving addresses with `resolver`, giving up on each call after `timeout`, and
+    /// sending `token` (Ray token auth) when set.
+    pub fn new(resolver: AddressResolver, timeout: Duration, token: Option<String>) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(timeout));
+        Dashboard {
+            client: Client::builder(TokioExecutor::new()).build(connector),
+            resolver,
+            timeout,
+            token,
+        }
+    }
+
+    async fn call(
+        &self,
+        method: Method,
+        dashboard_url: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<(StatusCode, String), DashboardError> {
+        let address = self.resolver.resolve(dashboard_url);
+        let transport = |reason: String| DashboardError::Transport {
+            method: method.clone(),
+            address: address.clone(),
+            path: path.to_string(),
+            reason,
+        };
+        let mut request = Request::builder()
+            .method(method.clone())
+            .uri(format!("http://{address}{path}"));
+        if let Some(token) = &self.token {
+            request = request
+                .header("authorization", format!("Bearer {token}"))
+                .header("x-ray-authorization", format!("Bearer {token}"));
+        }
+        let payload = match body {
+            Some(json) => {
+                request = request.header("content-type", "application/json");
+                Bytes::from(json.to_string())
+            }
+            None => Bytes::new(),
+        };
+        let request = request
+            .body(Full::new(payload))
+            .map_err(|e| transport(e.to_string()))?;
+        let exchange = async {
+            let response = self
+                .client
+                .request(request)
+                .await
+                .map_err(|e| transport(e.to_string()))?;
+            let status = response.status();
+            let bytes = response
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| transport(e.to_string()))?
+                .to_bytes();
+            Ok((status, String::from_utf8_lossy(&bytes).into_owned()))
+        };
+        tokio::time::timeout(self.timeout, exchange)
+            .await
+            .map_err(|_| transport(format!("no answer within {:?}", self.timeout)))?
+    }
+
+    fn check(
+        method: Method,
+        path: &str,
+        (status, body): (StatusCode, String),
+    ) -> Result<String, DashboardError> {
+        if status.is_success() {
+            Ok(body)
+        } else {
+            Err(DashboardError::Status {
+                method,
+                path: path.to_string(),
+                status,
+                body,
+            })
+        }
+    }
+
+    /// `GET /api/jobs/<id>`.
+    pub async fn job(
+        &self,
+        dashboard_url: &str,
+        submission_id: &str,
+    ) -> Result<RayJobDetails, DashboardError> {
+        let path = format!("/api/jobs/{submission_id}");
+        let answer = self.call(Method::GET, dashboard_url, &path, None).await?;
+        if answer.0 == StatusCode::NOT_FOUND {
+            return Err(DashboardError::NotFound(submission_id.to_string()));
+        }
+        let body = Self::check(Method::GET, &path, answer)?;
+        serde_json::from_str(&body).map_err(|e| DashboardError::Decode {
+            path,
+            body,
+            reason: e.to_string(),
+        })
+    }
+
+    /// `POST /api/jobs/`. A submission id Ray already has counts as submitted: Ray answers a
+    /// duplicate with HTTP 500 and "already exists" (`ray-jobs-api.md` §4.1).
+    pub async fn submit(&self, dashboard_url: &str, request: &Value) -> Result<(), DashboardError> {
+        let path = "/api/jobs/";
+        let answer = self
+            .call(Method::POST, dashboard_url, path, Some(request))
+            .await?;
+        if answer.0 == StatusCode::INTERNAL_SERVER_ERROR
+            && (answer.1.contains("already exists")
+                || answer.1.contains("Please use a different submission_id"))
+        {
+            return Ok(());
+        }
+        Self::check(Method::POST, path, answer).map(drop)
+    }
+
+    /// `POST /api/jobs/<id>/stop`; whether Ray stopped it (false: already terminal).
+    pub async fn stop(
+        &self,
+        dashboard_url: &str,
+        submission_id: &str,
+    ) -> Result<bool, DashboardError> {
+        let path = format!("/api/jobs/{submission_id}/stop");
+        let answer = self.call(Method::POST, dashboard_url, &path, None).await?;
+        if answer.0 == StatusCode::NOT_FOUND {
+            return Err(DashboardError::NotFound(submission_id.to_string()));
+        }
+        let body = Self::check(Method::POST, &path, answer)?;
+        let value: Value = serde_json::from_str(&body).map_err(|e| DashboardError::Decode {
+            path,
+            body: body.clone(),
+            reason: e.to_string(),
+        })?;
+        Ok(value.get("stopped").and_then(Value::as_bool) == Some(true))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolver_maps_cluster_addresses() {
+        let url = "demo-x-head-svc.ml.svc.cluster.local:8265";
+        assert_eq!(AddressResolver::ClusterDns.resolve(url), url);
+        assert_eq!(
+            AddressResolver::ClusterDns.resolve(&format!("http://{url}/")),
+            url
+        );
+        assert_eq!(
+            AddressResolver::Fixed("http://127.0.0.1:8265".into()).resolve(url),
+            "127.0.0.1:8265"
+        );
+    }
+}

@@ -1,0 +1,614 @@
+//! The RayJob controller: observe → [`decide`] → execute.
+//!
+//! Each pass reads what exists with quorum GETs (the RayCluster named in status, the submitter
+//! Job, the PodGroup, the namespace's opt-in label, the Ray job while Running), hands the
+//! snapshot to the pure [`decide`] of `raygate-api`, and performs the returned actions in
+//! order, stopping at the first failure. Every action is idempotent by name, status writes and
+//! finalizer changes carry the observed `resourceVersion`, and before the first create of a
+//! pass the RayJob is read again: a pass that decided on a stale cached RayJob creates nothing.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::runtime::controller::{self, Action as Requeue, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::watcher;
+use kube::{Api, Resource, ResourceExt};
+use raygate_api::finding::Finding;
+use raygate_api::keys;
+use raygate_api::lifecycle::{
+    Action, FreshSuffixes, LifecycleConfig, RayJobObservation, Snapshot, SubmissionMode,
+    dashboard_query, decide, status_patch,
+};
+use raygate_api::ray::v1::{RayCluster, RayJob};
+use raygate_api::validation::validate_ray_job;
+use raygate_api::volcano::PodGroup;
+use serde_json::json;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::context::{Context, NamespaceScope};
+use crate::dashboard::{AddressResolver, Dashboard, DashboardError};
+
+/// The controller's name (metrics label, logs).
+pub const NAME: &str = "rayjob";
+
+/// How long each dashboard call may take (KubeRay: 2 s direct).
+const DASHBOARD_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Why a pass failed; the controller retries it.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// An API call failed.
+    #[error("{action}: {source}")]
+    Kube {
+        /// What was being done.
+        action: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// The RayJob changed since it was read; the pass is retried on the new version.
+    #[error("the RayJob changed while it was being reconciled (resourceVersion {seen} → {now})")]
+    Stale {
+        /// The version decided on.
+        seen: String,
+        /// The current version.
+        now: String,
+    },
+    /// A dashboard call failed.
+    #[error(transparent)]
+    Dashboard(#[from] DashboardError),
+    /// The object has no namespace or name.
+    #[error("RayJob without namespace or name")]
+    Unnamed,
+}
+
+impl ReconcileError {
+    fn is_conflict(&self) -> bool {
+        match self {
+            ReconcileError::Stale { .. } => true,
+            ReconcileError::Kube {
+                source: kube::Error::Api(status),
+                ..
+            } => status.code == 409,
+            _ => false,
+        }
+    }
+}
+
+fn kube_err(action: impl Into<String>) -> impl FnOnce(kube::Error) -> ReconcileError {
+    let action = action.into();
+    move |source| ReconcileError::Kube { action, source }
+}
+
+fn is_status(error: &kube::Error, code: u16) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == code)
+}
+
+/// `Ok(None)` for 404.
+fn optional<T>(result: Result<T, kube::Error>) -> Result<Option<T>, kube::Error> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(e) if is_status(&e, 404) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// What each reconcile gets.
+struct Shared {
+    ctx: Arc<Context>,
+    lifecycle: LifecycleConfig,
+    dashboard: Dashboard,
+    recorder: Recorder,
+}
+
+/// The RayJob controller, for [`crate::controllers`].
+pub fn controller() -> crate::Controller {
+    crate::Controller {
+        name: NAME,
+        run: run_all,
+    }
+}
+
+fn run_all(ctx: Arc<Context>) -> BoxFuture<'static, ()> {
+    Box::pin(async move {
+        let lifecycle = LifecycleConfig {
+            cluster_domain: ctx.config.build.cluster_domain.clone(),
+            gates: ctx.config.validation.gates.clone(),
+            ..LifecycleConfig::default()
+        };
+        let resolver = match &ctx.config.ray_dashboard_address {
+            Some(address) => AddressResolver::Fixed(address.clone()),
+            None => AddressResolver::ClusterDns,
+        };
+        let shared = Arc::new(Shared {
+            recorder: Recorder::new(
+                ctx.client.clone(),
+                Reporter {
+                    controller: crate::MANAGER_NAME.to_string(),
+                    instance: ctx
+                        .config
+                        .leader_election
+                        .as_ref()
+                        .map(|l| l.identity.clone()),
+                },
+            ),
+            dashboard: Dashboard::new(resolver, DASHBOARD_TIMEOUT, None),
+            lifecycle,
+            ctx: ctx.clone(),
+        });
+        let running = ctx
+            .config
+            .scopes()
+            .into_iter()
+            .map(|namespace| run_in(shared.clone(), namespace));
+        futures::future::join_all(running).await;
+    })
+}
+
+fn scoped<K>(ctx: &Context, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    <K as Resource>::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
+    }
+}
+
+/// Runs the controller for one namespace (`None`: all) until the context's shutdown fires.
+async fn run_in(shared: Arc<Shared>, namespace: Option<String>) {
+    let ctx = shared.ctx.clone();
+    let ns = namespace.as_deref();
+    let ours = format!("{}=RayJob", keys::ORIGINATED_FROM_CRD_LABEL);
+    Controller::new(scoped::<RayJob>(&ctx, ns), watcher::Config::default())
+        .owns(
+            scoped::<RayCluster>(&ctx, ns),
+            watcher::Config::default().labels(&ours),
+        )
+        .owns(
+            scoped::<Job>(&ctx, ns),
+            watcher::Config::default().labels(&ours),
+        )
+        .owns(scoped::<PodGroup>(&ctx, ns), watcher::Config::default())
+        .with_config(controller::Config::default().concurrency(ctx.config.concurrency))
+        .graceful_shutdown_on(ctx.shutdown.clone().wait())
+        .run(reconcile, error_policy, shared)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                debug!(%error, "rayjob controller event");
+            }
+        })
+        .await;
+    info!(controller = NAME, namespace = ?namespace, "controller stopped");
+}
+
+fn error_policy(job: Arc<RayJob>, error: &ReconcileError, _: Arc<Shared>) -> Requeue {
+    let key = format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any());
+    if error.is_conflict() {
+        debug!(rayjob = %key, %error, "retrying on a newer version");
+        Requeue::requeue(Duration::from_millis(500))
+    } else {
+        warn!(rayjob = %key, %error, "reconcile failed");
+        Requeue::requeue(Duration::from_secs(5))
+    }
+}
+
+fn entropy() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default(),
+    );
+    hasher.finish()
+}
+
+fn error_messages(findings: &[Finding]) -> Vec<String> {
+    findings
+        .iter()
+        .filter(|f| f.is_error())
+        .map(|f| format!("{}: {}", f.field, f.message))
+        .collect()
+}
+
+async fn reconcile(job: Arc<RayJob>, shared: Arc<Shared>) -> Result<Requeue, ReconcileError> {
+    let (Some(namespace), Some(name)) = (job.namespace(), job.metadata.name.clone()) else {
+        return Err(ReconcileError::Unnamed);
+    };
+    let span = info_span!("reconcile", controller = NAME, object = %format!("{namespace}/{name}"));
+    let pass = Pass {
+        shared: &shared,
+        job: &job,
+        namespace: &namespace,
+        name: &name,
+        resource_version: job.resource_version().unwrap_or_default(),
+    };
+    shared
+        .ctx
+        .metrics
+        .reconcile(NAME, pass.run().instrument(span.clone()))
+        .instrument(span)
+        .await
+}
+
+/// One reconcile pass of one RayJob.
+struct Pass<'a> {
+    shared: &'a Shared,
+    job: &'a RayJob,
+    namespace: &'a str,
+    name: &'a str,
+    /// The RayJob version the pass decided on, advanced by its own metadata writes.
+    resource_version: String,
+}
+
+impl Pass<'_> {
+    fn api<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.shared.ctx.client.clone(), self.namespace)
+    }
+
+    async fn run(mut self) -> Result<Requeue, ReconcileError> {
+        let job = self.job;
+        let status = job.status.clone().unwrap_or_default();
+        let mode = SubmissionMode::of(job);
+        let managed_elsewhere = job
+            .spec
+            .managed_by
+            .as_deref()
+            .is_some_and(|m| m != keys::KUBERAY_MANAGED_BY);
+        if managed_elsewhere {
+            return Ok(Requeue::await_change());
+        }
+        let volcano = match self.shared.ctx.namespace_scope(self.namespace) {
+            NamespaceScope::Ignored => {
+                debug!("namespace not selected; skipped");
+                return Ok(Requeue::await_change());
+            }
+            NamespaceScope::Plain => false,
+            NamespaceScope::Volcano => job.metadata.deletion_timestamp.is_none(),
+        };
+        let cluster_name = status.ray_cluster_name.clone().unwrap_or_default();
+        let cluster = if cluster_name.is_empty() || job.metadata.deletion_timestamp.is_some() {
+            None
+        } else {
+            optional(self.api::<RayCluster>().get(&cluster_name).await)
+                .map_err(kube_err(format!("get RayCluster {cluster_name}")))?
+        };
+        let submitter =
+            if mode == Some(SubmissionMode::K8sJob) && job.metadata.deletion_timestamp.is_none() {
+                optional(self.api::<Job>().get(self.name).await)
+                    .map_err(kube_err(format!("get Job {}", self.name)))?
+            } else {
+                None
+            };
+        let pod_group = if volcano {
+            let pg_name = keys::pod_group_name(self.name);
+            optional(self.api::<PodGroup>().get(&pg_name).await)
+                .map_err(kube_err(format!("get PodGroup {pg_name}")))?
+        } else {
+            None
+        };
+        let head_pod = if mode == Some(SubmissionMode::Sidecar) && !cluster_name.is_empty() {
+            let selector = format!(
+                "{}={cluster_name},{}=head",
+                keys::RAY_CLUSTER_LABEL,
+                keys::RAY_NODE_TYPE_LABEL
+            );
+            self.api::<Pod>()
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .map_err(kube_err("list the head Pod"))?
+                .items
+                .into_iter()
+                .next()
+        } else {
+            None
+        };
+        let ray_job = match dashboard_query(job) {
+            None => RayJobObservation::NotQueried,
+            Some((url, id)) => match self.shared.dashboard.job(&url, &id).await {
+                Ok(details) => RayJobObservation::Found(details),
+                Err(DashboardError::NotFound(_)) => RayJobObservation::NotFound,
+                Err(e) => RayJobObservation::Unreachable(e.to_string()),
+            },
+        };
+        let validation_errors =
+            error_messages(&validate_ray_job(job, &self.shared.ctx.config.validation));
+        let snapshot = Snapshot {
+            job,
+            now: Timestamp::now(),
+            config: &self.shared.lifecycle,
+            validation_errors,
+            volcano,
+            cluster: cluster.as_ref(),
+            submitter: submitter.as_ref(),
+            head_pod: head_pod.as_ref(),
+            pod_group: pod_group.as_ref(),
+            ray_job,
+            fresh: FreshSuffixes::from_entropy(entropy()),
+        };
+        let decision = decide(&snapshot);
+        let mut fresh = false;
+        for action in decision.actions {
+            self.execute(action, &mut fresh).await?;
+        }
+        Ok(match decision.requeue_after {
+            Some(after) => Requeue::requeue(after),
+            None => Requeue::await_change(),
+        })
+    }
+
+    /// Reads the RayJob again before the first create of the pass: acting on a stale copy
+    /// could create a cluster or submission for an identity that is no longer current.
+    async fn ensure_fresh(&self, fresh: &mut bool) -> Result<(), ReconcileError> {
+        if *fresh {
+            return Ok(());
+        }
+        let current = self
+            .api::<RayJob>()
+            .get(self.name)
+            .await
+            .map_err(kube_err("get the RayJob"))?;
+        let now = current.resource_version().unwrap_or_default();
+        if now != self.resource_version {
+            return Err(ReconcileError::Stale {
+                seen: self.resource_version.clone(),
+                now,
+            });
+        }
+        *fresh = true;
+        Ok(())
+    }
+
+    async fn set_finalizers(&mut self, finalizers: Vec<String>) -> Result<(), ReconcileError> {
+        let patch = json!({"metadata": {
+            "resourceVersion": self.resource_version,
+            "finalizers": finalizers,
+        }});
+        let updated = self
+            .api::<RayJob>()
+            .patch(self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(kube_err("update the RayJob's finalizers"))?;
+        self.resource_version = updated.resource_version().unwrap_or_default();
+        Ok(())
+    }
+
+    async fn execute(&mut self, action: Action, fresh: &mut bool) -> Result<(), ReconcileError> {
+        let job = self.job;
+        match action {
+            Action::AddFinalizer => {
+                let mut finalizers = job.metadata.finalizers.clone().unwrap_or_default();
+                finalizers.push(keys::RAYJOB_FINALIZER.to_string());
+                self.set_finalizers(finalizers).await?;
+            }
+            Action::RemoveFinalizer => {
+                let finalizers = job
+                    .finalizers()
+                    .iter()
+                    .filter(|f| *f != keys::RAYJOB_FINALIZER)
+                    .cloned()
+                    .collect();
+                self.set_finalizers(finalizers).await?;
+                info!("finalizer removed");
+            }
+            Action::CreatePodGroup(pod_group) => {
+                let name = pod_group.name_any();
+                ignore(
+                    self.api::<PodGroup>()
+                        .create(&PostParams::default(), &pod_group)
+                        .await
+                        .map(drop),
+                    409,
+                )
+                .map_err(kube_err(format!("create PodGroup {name}")))?;
+                info!(pod_group = %name, "PodGroup created");
+            }
+            Action::ResizePodGroup {
+                name,
+                min_member,
+                min_resources,
+            } => {
+                let patch = json!([
+                    {"op": "add", "path": "/spec/minMember", "value": min_member},
+                    {"op": "add", "path": "/spec/minResources", "value": min_resources},
+                ]);
+                let patch: json_patch::Patch =
+                    serde_json::from_value(patch).unwrap_or(json_patch::Patch(Vec::new()));
+                ignore(
+                    self.api::<PodGroup>()
+                        .patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
+                        .await
+                        .map(drop),
+                    404,
+                )
+                .map_err(kube_err(format!("resize PodGroup {name}")))?;
+                info!(pod_group = %name, min_member, "PodGroup resized");
+            }
+            Action::CreateRayCluster(cluster) => {
+                self.ensure_fresh(fresh).await?;
+                let name = cluster.name_any();
+                let created = ignore(
+                    self.api::<RayCluster>()
+                        .create(&PostParams::default(), &cluster)
+                        .await
+                        .map(drop),
+                    409,
+                );
+                if let Err(e) = &created {
+                    self.event(
+                        true,
+                        "FailedToCreateRayCluster",
+                        format!("Failed to create RayCluster {name}: {e}"),
+                    )
+                    .await;
+                }
+                created.map_err(kube_err(format!("create RayCluster {name}")))?;
+                info!(cluster = %name, "RayCluster created");
+            }
+            Action::DeleteRayCluster { name } => {
+                let params = DeleteParams {
+                    propagation_policy: Some(PropagationPolicy::Foreground),
+                    ..DeleteParams::default()
+                };
+                ignore(
+                    self.api::<RayCluster>()
+                        .delete(&name, &params)
+                        .await
+                        .map(drop),
+                    404,
+                )
+                .map_err(kube_err(format!("delete RayCluster {name}")))?;
+                info!(cluster = %name, "RayCluster deleted");
+            }
+            Action::SuspendWorkerGroups { name, groups } => {
+                let ops: Vec<_> = groups
+                    .iter()
+                    .map(|i| json!({"op": "add", "path": format!("/spec/workerGroupSpecs/{i}/suspend"), "value": true}))
+                    .collect();
+                let patch: json_patch::Patch =
+                    serde_json::from_value(json!(ops)).unwrap_or(json_patch::Patch(Vec::new()));
+                ignore(
+                    self.api::<RayCluster>()
+                        .patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
+                        .await
+                        .map(drop),
+                    404,
+                )
+                .map_err(kube_err(format!("suspend the worker groups of {name}")))?;
+            }
+            Action::CreateSubmitterJob(submitter) => {
+                self.ensure_fresh(fresh).await?;
+                let name = submitter.name_any();
+                let created = ignore(
+                    self.api::<Job>()
+                        .create(&PostParams::default(), &submitter)
+                        .await
+                        .map(drop),
+                    409,
+                );
+                if let Err(e) = &created {
+                    self.event(
+                        true,
+                        "FailedToCreateRayJobSubmitter",
+                        format!("Failed to create submitter Job {name}: {e}"),
+                    )
+                    .await;
+                }
+                created.map_err(kube_err(format!("create Job {name}")))?;
+                info!(submitter = %name, "submitter Job created");
+            }
+            Action::DeleteSubmitterJob { name } => {
+                let params = DeleteParams {
+                    propagation_policy: Some(PropagationPolicy::Background),
+                    ..DeleteParams::default()
+                };
+                ignore(
+                    self.api::<Job>().delete(&name, &params).await.map(drop),
+                    404,
+                )
+                .map_err(kube_err(format!("delete Job {name}")))?;
+            }
+            Action::SubmitRayJob {
+                dashboard_url,
+                request,
+            } => {
+                self.ensure_fresh(fresh).await?;
+                self.shared
+                    .dashboard
+                    .submit(&dashboard_url, &request)
+                    .await?;
+                info!(submission_id = %request["submission_id"], "Ray job submitted");
+            }
+            Action::StopRayJob {
+                dashboard_url,
+                submission_id,
+            } => match self
+                .shared
+                .dashboard
+                .stop(&dashboard_url, &submission_id)
+                .await
+            {
+                Ok(stopped) => info!(%submission_id, stopped, "Ray job stop requested"),
+                Err(error) => {
+                    warn!(%submission_id, %error, "could not stop the Ray job; deleting anyway")
+                }
+            },
+            Action::DeleteRayJob => {
+                ignore(
+                    self.api::<RayJob>()
+                        .delete(self.name, &DeleteParams::default())
+                        .await
+                        .map(drop),
+                    404,
+                )
+                .map_err(kube_err("delete the RayJob"))?;
+                info!("RayJob deleted");
+            }
+            Action::UpdateStatus(status) => {
+                let diff = status_patch(job.status.as_ref(), &status);
+                if diff.as_object().is_some_and(|o| o.is_empty()) {
+                    return Ok(());
+                }
+                let patch = json!({
+                    "metadata": {"resourceVersion": self.resource_version},
+                    "status": diff,
+                });
+                let updated = self
+                    .api::<RayJob>()
+                    .patch_status(self.name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(kube_err("update the RayJob status"))?;
+                self.resource_version = updated.resource_version().unwrap_or_default();
+                info!(
+                    deployment = status.job_deployment_status.as_deref().unwrap_or_default(),
+                    job_status = status.job_status.as_deref().unwrap_or_default(),
+                    "status updated"
+                );
+            }
+            Action::Event(note) => self.event(note.warning, &note.reason, note.message).await,
+        }
+        Ok(())
+    }
+
+    async fn event(&self, warning: bool, reason: &str, message: String) {
+        let event = Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.to_string(),
+            note: Some(message),
+            action: reason.to_string(),
+            secondary: None,
+        };
+        if let Err(error) = self
+            .shared
+            .recorder
+            .publish(&event, &self.job.object_ref(&()))
+            .await
+        {
+            warn!(%error, reason, "could not record an Event");
+        }
+    }
+}
+
+/// Treats the HTTP status `code` (409 on create, 404 on delete) as success.
+fn ignore(result: Result<(), kube::Error>, code: u16) -> Result<(), kube::Error> {
+    match result {
+        Err(e) if is_status(&e, code) => Ok(()),
+        other => other,
+    }
+}

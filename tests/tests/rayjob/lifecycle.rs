@@ -1,0 +1,398 @@
+//! Whole RayJob lifecycles: success with gang scheduling and TTL cleanup, retries, deletion,
+//! HTTPMode.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::DeleteParams;
+use raygate_api::ray::v1::{RayCluster, RayJob};
+use raygate_api::volcano::PodGroup;
+use raygate_e2e::ray::Dashboard;
+use raygate_e2e::{Env, TestNamespace};
+use serde_json::json;
+
+use super::{RUN, create, pods, ray_job, wait_status};
+
+const OPT_IN: [(&str, &str); 1] = [("raygate.io/scheduler", "volcano")];
+
+fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
+    pod.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+/// Every pod is bound by Volcano into `ray-<job>-pg` as task `task` (or any task when `None`).
+fn assert_gang_bound(pods: &[Pod], job: &str, task: Option<&str>, dump: &str) {
+    for pod in pods {
+        let spec = pod.spec.as_ref().unwrap();
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        assert_eq!(
+            spec.scheduler_name.as_deref(),
+            Some("volcano"),
+            "{name}\n{dump}"
+        );
+        assert!(spec.node_name.is_some(), "{name} is not bound\n{dump}");
+        assert_eq!(
+            annotation(pod, "scheduling.k8s.io/group-name"),
+            Some(format!("ray-{job}-pg").as_str()),
+            "{name}\n{dump}"
+        );
+        if let Some(task) = task {
+            assert_eq!(
+                annotation(pod, "volcano.sh/task-spec"),
+                Some(task),
+                "{name}\n{dump}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_rayjob_runs_gang_scheduled_to_success_and_its_cluster_goes_after_the_ttl() {
+    let env = Env::load();
+    let ns = TestNamespace::with_labels(&env, "rayjob-happy", &OPT_IN).await;
+    let job = ray_job(
+        "demo",
+        "python -c \"print('hello from raygate')\"",
+        2,
+        json!({"shutdownAfterJobFinishes": true, "ttlSecondsAfterFinished": 10}),
+    );
+    create(&ns, &job).await;
+
+    let pod_groups = ns.api::<PodGroup>();
+    let pg = ns
+        .wait_for("PodGroup ray-demo-pg", RUN, || async {
+            Ok(pod_groups.get_opt("ray-demo-pg").await?)
+        })
+        .await;
+    assert_eq!(
+        pg.spec.min_member,
+        Some(3),
+        "head + 2 workers, not the submitter"
+    );
+    let resources: BTreeMap<String, String> = pg
+        .spec
+        .min_resources
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.0))
+        .collect();
+    assert_eq!(
+        resources,
+        BTreeMap::from([
+            ("cpu".to_string(), "2500m".to_string()),
+            ("memory".to_string(), "4296Mi".to_string())
+        ]),
+        "head + 2 × worker + the default submitter (500m, 200Mi)"
+    );
+    let owner = &pg.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("RayJob", "demo")
+    );
+
+    let running = wait_status(&ns, "demo", "the RayJob to be Running", |s| {
+        s.job_deployment_status.as_deref() == Some("Running")
+    })
+    .await;
+    let cluster = running.ray_cluster_name.clone().unwrap();
+    let submission = running.job_id.clone().unwrap();
+    assert!(
+        cluster.starts_with("demo-") && cluster.len() == 10,
+        "{cluster}"
+    );
+    assert!(
+        submission.starts_with("demo-") && submission.len() == 10,
+        "{submission}"
+    );
+    assert_eq!(
+        running.dashboard_url.as_deref(),
+        Some(format!("{cluster}-head-svc.{}.svc.cluster.local:8265", ns.name()).as_str())
+    );
+    let ray_pods = pods(&ns, &format!("ray.io/cluster={cluster}")).await;
+    assert_eq!(ray_pods.len(), 3, "{}", ns.dump().await);
+    assert_gang_bound(&ray_pods, "demo", None, &ns.dump().await);
+
+    let done = wait_status(&ns, "demo", "the RayJob to be Complete", |s| {
+        s.job_deployment_status.as_deref() == Some("Complete")
+    })
+    .await;
+    assert_eq!(done.job_status.as_deref(), Some("SUCCEEDED"));
+    assert_eq!((done.succeeded, done.failed), (Some(1), Some(0)));
+    assert!(done.end_time.is_some() && done.start_time.is_some());
+    assert!(done.ray_job_info.as_ref().unwrap().end_time.is_some());
+
+    let submitter_pods = pods(&ns, "job-name=demo").await;
+    assert_eq!(submitter_pods.len(), 1, "{}", ns.dump().await);
+    assert_gang_bound(&submitter_pods, "demo", Some("submittergroup"), "");
+
+    let dashboard = Dashboard::new(env.ray_dashboard());
+    let ray = dashboard.job(&submission).await.expect("Ray knows the job");
+    assert_eq!(ray["status"], "SUCCEEDED", "{ray}");
+    let logs = dashboard
+        .get(&format!("/api/jobs/{submission}/logs"))
+        .await
+        .expect("logs");
+    assert!(logs.body.contains("hello from raygate"), "{}", logs.body);
+
+    let clusters = ns.api::<RayCluster>();
+    ns.wait_for(
+        "the RayCluster to be deleted after the TTL",
+        RUN,
+        || async { Ok(clusters.get_opt(&cluster).await?.is_none().then_some(())) },
+    )
+    .await;
+    assert!(ns.api::<RayJob>().get_opt("demo").await.unwrap().is_some());
+    assert!(ns.api::<Job>().get_opt("demo").await.unwrap().is_some());
+    let pg = ns
+        .wait_for("the PodGroup to be zeroed", RUN, || async {
+            let pg = pod_groups.get("ray-demo-pg").await?;
+            Ok((pg.spec.min_member == Some(0)).then_some(pg))
+        })
+        .await;
+    assert_eq!(pg.spec.min_resources, Some(BTreeMap::new()));
+}
+
+#[tokio::test]
+async fn a_failing_entrypoint_is_retried_on_a_new_cluster_then_fails() {
+    let env = Env::load();
+    let ns = TestNamespace::with_labels(&env, "rayjob-retry", &OPT_IN).await;
+    create(
+        &ns,
+        &ray_job(
+            "flaky",
+            "python -c 'exit(3)'",
+            1,
+            json!({"backoffLimit": 1}),
+        ),
+    )
+    .await;
+    let first = wait_status(&ns, "flaky", "the first attempt to run", |s| {
+        s.job_deployment_status.as_deref() == Some("Running")
+    })
+    .await;
+    let retrying = wait_status(&ns, "flaky", "the RayJob to retry", |s| s.failed == Some(1)).await;
+    assert_eq!(retrying.reason.as_deref(), Some("AppFailed"));
+    let second = wait_status(&ns, "flaky", "the second attempt to run", |s| {
+        s.failed == Some(1)
+            && s.job_deployment_status.as_deref() == Some("Running")
+            && s.ray_cluster_name.is_some()
+            && s.ray_cluster_name != first.ray_cluster_name
+    })
+    .await;
+    assert_ne!(
+        second.job_id, first.job_id,
+        "a new submission id per attempt"
+    );
+    let old_cluster = first.ray_cluster_name.clone().unwrap();
+    assert!(
+        ns.api::<RayCluster>()
+            .get_opt(&old_cluster)
+            .await
+            .unwrap()
+            .is_none(),
+        "the first attempt's cluster is gone before the second runs"
+    );
+    assert!(
+        pods(&ns, &format!("ray.io/cluster={old_cluster}"))
+            .await
+            .iter()
+            .all(|p| p.metadata.deletion_timestamp.is_some()),
+        "{}",
+        ns.dump().await
+    );
+    let failed = wait_status(&ns, "flaky", "the RayJob to fail for good", |s| {
+        s.job_deployment_status.as_deref() == Some("Failed")
+    })
+    .await;
+    assert_eq!(failed.failed, Some(2));
+    assert_eq!(failed.job_status.as_deref(), Some("FAILED"));
+    assert_eq!(failed.reason.as_deref(), Some("AppFailed"));
+    let dashboard = Dashboard::new(env.ray_dashboard());
+    for attempt in [&first, &second] {
+        let id = attempt.job_id.as_deref().unwrap();
+        let ray = dashboard.job(id).await.expect("Ray knows each attempt");
+        assert_eq!(ray["status"], "FAILED", "{ray}");
+    }
+}
+
+#[tokio::test]
+async fn deleting_a_running_rayjob_stops_its_ray_job() {
+    let env = Env::load();
+    let ns = TestNamespace::with_labels(&env, "rayjob-delete", &OPT_IN).await;
+    create(
+        &ns,
+        &ray_job(
+            "long",
+            "python -c 'import time; time.sleep(600)'",
+            1,
+            json!({}),
+        ),
+    )
+    .await;
+    let dashboard = Dashboard::new(env.ray_dashboard());
+    let running = wait_status(&ns, "long", "the Ray job to be RUNNING", |s| {
+        s.job_status.as_deref() == Some("RUNNING")
+    })
+    .await;
+    let submission = running.job_id.unwrap();
+    ns.api::<RayJob>()
+        .delete("long", &DeleteParams::default())
+        .await
+        .expect("delete the RayJob");
+    let jobs = ns.api::<RayJob>();
+    ns.wait_for("the RayJob to disappear", RUN, || async {
+        Ok(jobs.get_opt("long").await?.is_none().then_some(()))
+    })
+    .await;
+    ns.wait_for("Ray to report STOPPED", RUN, || async {
+        let ray = dashboard.job(&submission).await?;
+        Ok((ray["status"] == "STOPPED").then_some(()))
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn http_mode_submits_the_job_itself() {
+    let env = Env::load();
+    let ns = TestNamespace::with_labels(&env, "rayjob-http", &OPT_IN).await;
+    create(
+        &ns,
+        &ray_job(
+            "web",
+            "python -c \"print('submitted over http')\"",
+            1,
+            json!({"submissionMode": "HTTPMode"}),
+        ),
+    )
+    .await;
+    let pg = ns
+        .wait_for("PodGroup ray-web-pg", RUN, || async {
+            Ok(ns.api::<PodGroup>().get_opt("ray-web-pg").await?)
+        })
+        .await;
+    assert_eq!(pg.spec.min_member, Some(2));
+    assert_eq!(
+        pg.spec.min_resources.unwrap()["cpu"].0,
+        "1500m",
+        "no submitter Pod in HTTPMode"
+    );
+    let done = wait_status(&ns, "web", "the RayJob to be Complete", |s| {
+        s.job_deployment_status.as_deref() == Some("Complete")
+    })
+    .await;
+    assert_eq!(done.job_status.as_deref(), Some("SUCCEEDED"));
+    assert!(
+        ns.api::<Job>().get_opt("web").await.unwrap().is_none(),
+        "HTTPMode has no submitter Job"
+    );
+    let dashboard = Dashboard::new(env.ray_dashboard());
+    let id = done.job_id.unwrap();
+    let logs = dashboard
+        .get(&format!("/api/jobs/{id}/logs"))
+        .await
+        .expect("logs");
+    assert!(logs.body.contains("submitted over http"), "{}", logs.body);
+}
+
+async fn patch_spec(ns: &TestNamespace, name: &str, spec: serde_json::Value) {
+    ns.api::<RayJob>()
+        .patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": spec})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("patch RayJob {name}: {e}"));
+}
+
+#[tokio::test]
+async fn suspend_deletes_the_cluster_and_resume_starts_a_new_one() {
+    let env = Env::load();
+    let ns = TestNamespace::with_labels(&env, "rayjob-suspend", &OPT_IN).await;
+    create(
+        &ns,
+        &ray_job(
+            "pausable",
+            "python -c 'import time; time.sleep(60)'",
+            1,
+            json!({"shutdownAfterJobFinishes": true}),
+        ),
+    )
+    .await;
+    let first = wait_status(&ns, "pausable", "the first run", |s| {
+        s.job_deployment_status.as_deref() == Some("Running")
+    })
+    .await;
+    patch_spec(&ns, "pausable", json!({"suspend": true})).await;
+    let suspended = wait_status(&ns, "pausable", "the RayJob to be Suspended", |s| {
+        s.job_deployment_status.as_deref() == Some("Suspended")
+    })
+    .await;
+    assert_eq!(suspended.ray_cluster_name, None);
+    let old = first.ray_cluster_name.clone().unwrap();
+    assert!(
+        ns.api::<RayCluster>()
+            .get_opt(&old)
+            .await
+            .unwrap()
+            .is_none(),
+        "no cluster while suspended"
+    );
+    assert!(ns.api::<Job>().get_opt("pausable").await.unwrap().is_none());
+    let pg = ns.api::<PodGroup>().get("ray-pausable-pg").await.unwrap();
+    assert_eq!(
+        pg.spec.min_member,
+        Some(0),
+        "a suspended RayJob holds no gang"
+    );
+    patch_spec(&ns, "pausable", json!({"suspend": false})).await;
+    let resumed = wait_status(&ns, "pausable", "the resumed run", |s| {
+        s.job_deployment_status.as_deref() == Some("Running")
+            && s.ray_cluster_name.is_some()
+            && s.ray_cluster_name != first.ray_cluster_name
+    })
+    .await;
+    assert_ne!(resumed.job_id, first.job_id);
+    let pg = ns.api::<PodGroup>().get("ray-pausable-pg").await.unwrap();
+    assert_eq!(pg.spec.min_member, Some(2), "the gang is back");
+}
+
+#[tokio::test]
+async fn interactive_mode_follows_the_job_the_user_submitted() {
+    let env = Env::load();
+    let ns = TestNamespace::with_labels(&env, "rayjob-interactive", &OPT_IN).await;
+    create(
+        &ns,
+        &ray_job(
+            "chat",
+            "python -c 'print(0)'",
+            1,
+            json!({"submissionMode": "InteractiveMode"}),
+        ),
+    )
+    .await;
+    let waiting = wait_status(&ns, "chat", "the RayJob to wait for a job id", |s| {
+        s.job_deployment_status.as_deref() == Some("Waiting")
+    })
+    .await;
+    assert_eq!(waiting.job_id, None);
+    let id = format!("{}-by-hand", ns.name());
+    let dashboard = Dashboard::new(env.ray_dashboard());
+    let answer = dashboard
+        .submit(&id, "python -c \"print('interactive')\"")
+        .await
+        .expect("submit");
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    patch_spec(&ns, "chat", json!({"jobId": id})).await;
+    let done = wait_status(&ns, "chat", "the RayJob to be Complete", |s| {
+        s.job_deployment_status.as_deref() == Some("Complete")
+    })
+    .await;
+    assert_eq!(done.job_status.as_deref(), Some("SUCCEEDED"));
+    assert_eq!(done.job_id.as_deref(), Some(id.as_str()));
+}

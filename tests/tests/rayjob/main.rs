@@ -1,0 +1,78 @@
+//! The RayJob controller end to end: real API server, Volcano, kwok nodes, the submitter runner
+//! and a real Ray head. The environment's `raygate reconcile` (RayCluster and RayJob
+//! controllers, every dashboard address pointed at the environment's Ray head) runs them.
+
+mod crash;
+mod lifecycle;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ListParams, PostParams};
+use raygate_api::ray::v1::RayJob;
+use raygate_e2e::TestNamespace;
+use serde_json::{Value, json};
+
+/// Bound for a whole RayJob run (cluster up, submitter, Ray job, status).
+const RUN: Duration = Duration::from_secs(150);
+
+/// A RayJob with one head (1 CPU, 2Gi) and `workers` workers (500m, 1Gi), running `entrypoint`;
+/// `extra` is merged into its spec.
+fn ray_job(name: &str, entrypoint: &str, workers: i32, extra: Value) -> RayJob {
+    let container = |name: &str, cpu: &str, memory: &str| {
+        json!({"name": name, "image": "rayproject/ray:2.60.0",
+               "resources": {"requests": {"cpu": cpu, "memory": memory}}})
+    };
+    let mut spec = json!({
+        "entrypoint": entrypoint,
+        "rayClusterSpec": {
+            "rayVersion": "2.60.0",
+            "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [container("ray-head", "1", "2Gi")]}}},
+            "workerGroupSpecs": [{
+                "groupName": "small", "replicas": workers, "minReplicas": 0, "maxReplicas": 5,
+                "rayStartParams": {},
+                "template": {"spec": {"containers": [container("ray-worker", "500m", "1Gi")]}}
+            }]
+        }
+    });
+    if let (Value::Object(spec), Value::Object(extra)) = (&mut spec, extra) {
+        spec.extend(extra);
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "ray.io/v1", "kind": "RayJob",
+        "metadata": {"name": name},
+        "spec": spec,
+    }))
+    .expect("a valid RayJob")
+}
+
+async fn create(ns: &TestNamespace, job: &RayJob) {
+    ns.api::<RayJob>()
+        .create(&PostParams::default(), job)
+        .await
+        .unwrap_or_else(|e| panic!("create RayJob: {e}"));
+}
+
+/// Waits until the RayJob's status satisfies `done` and returns it.
+async fn wait_status(
+    ns: &TestNamespace,
+    name: &str,
+    what: &str,
+    done: impl Fn(&raygate_api::ray::v1::RayJobStatus) -> bool,
+) -> raygate_api::ray::v1::RayJobStatus {
+    let api = ns.api::<RayJob>();
+    ns.wait_for(what, RUN, || async {
+        let job = api.get(name).await?;
+        Ok(job.status.filter(&done))
+    })
+    .await
+}
+
+/// Pods with `label=value`.
+async fn pods(ns: &TestNamespace, selector: &str) -> Vec<Pod> {
+    ns.api::<Pod>()
+        .list(&ListParams::default().labels(selector))
+        .await
+        .expect("list pods")
+        .items
+}
