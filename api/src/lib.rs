@@ -20,6 +20,7 @@ pub mod features;
 pub mod finding;
 pub mod input;
 pub mod keys;
+pub mod manifests;
 pub mod onboarding;
 pub mod quantity;
 pub mod ray;
