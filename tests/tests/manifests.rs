@@ -1,8 +1,8 @@
 //! `raygate manifests` on the real API server: every object of the rendering passes a
-//! server-side dry-run apply (schemas, RBAC rules, CEL match conditions, webhook configurations,
+//! server-side dry run (apply, or replace for what the environment already has) (schemas, RBAC rules, CEL match conditions, webhook configurations,
 //! CRDs with their conversion stanza), and nothing is left behind.
 
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::pinned_kind;
 use raygate_api::manifests::{InstallOptions, render};
@@ -42,10 +42,28 @@ async fn the_whole_rendering_passes_a_server_side_dry_run_apply() {
             }
             None => Api::all_with(client.clone(), &resource),
         };
-        let answer = api
-            .patch(&name, &params, &Patch::Apply(&object))
-            .await
-            .unwrap_or_else(|e| panic!("the API server refused {kind} {name}: {e}"));
+        // An object the environment already has (its Namespace, the ray.io CRDs whose
+        // conversion the environment points at loopback) is replaced as a whole, so that fields
+        // another manager owns cannot mix into the dry run.
+        let existing = api.get_opt(&name).await.expect("reading the live object");
+        let answer = match existing {
+            Some(live) => {
+                let mut replacement: DynamicObject =
+                    serde_json::from_value(object.clone()).expect("an object");
+                replacement.metadata.resource_version = live.metadata.resource_version;
+                api.replace(
+                    &name,
+                    &PostParams {
+                        dry_run: true,
+                        field_manager: Some("raygate-e2e-install".into()),
+                    },
+                    &replacement,
+                )
+                .await
+            }
+            None => api.patch(&name, &params, &Patch::Apply(&object)).await,
+        }
+        .unwrap_or_else(|e| panic!("the API server refused {kind} {name}: {e}"));
         assert_eq!(answer.metadata.name.as_deref(), Some(name.as_str()));
         applied.push(format!("{kind}/{name}"));
     }
