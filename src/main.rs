@@ -8,6 +8,8 @@ use std::io::{self, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod webhook;
+
 /// JSON trees are allocation-heavy; mimalloc validates large manifests markedly faster than the
 /// system allocator (see `cargo bench -p raygate-api --bench throughput`).
 #[global_allocator]
@@ -99,6 +101,16 @@ enum Command {
         #[arg(long, default_value = raygate_api::manifests::DEFAULT_IMAGE)]
         image: String,
     },
+    /// Run the admission webhook server (TLS): Pod onboarding into Volcano gangs for
+    /// namespaces labelled `raygate.io/scheduler=volcano`, RayJob/RayCluster validation.
+    ///
+    /// Runs until SIGTERM or SIGINT, then drains in-flight reviews.
+    Webhook {
+        #[command(flatten)]
+        server: webhook::WebhookArgs,
+        #[command(flatten)]
+        rules: RuleOptions,
+    },
     /// Print raygate's version and the upstream versions it is compatible with.
     Version,
 }
@@ -172,6 +184,10 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Crds { write } => crds(write),
         Command::Convert { files, to } => convert::run(&files.files, to),
         Command::Manifests { namespace, image } => manifests::run(namespace, image),
+        Command::Webhook { server, rules } => {
+            webhook::run(server, rules.context())?;
+            Ok(EXIT_VALID)
+        }
         Command::Version => {
             println!(
                 "raygate {} (ray.io/v1 compatible with KubeRay v1.7, Volcano scheduling.volcano.sh/v1beta1)",

@@ -81,6 +81,8 @@ pub const MUTATE_PODS_PATH: &str = "/mutate/pods";
 pub const MUTATE_RAY_PATH: &str = "/mutate/ray";
 /// Webhook server path of RayJob / RayCluster validation.
 pub const VALIDATE_RAY_PATH: &str = "/validate/ray";
+/// Webhook server path of QueuePolicy validation.
+pub const VALIDATE_QUEUE_POLICY_PATH: &str = "/validate/queuepolicy";
 /// Label the API server sets on every Namespace to its name (tamper-resistant selector key).
 pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 

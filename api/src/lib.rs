@@ -13,6 +13,7 @@
 //! patches (reconciler), which touch only the fields raygate owns. Unknown fields therefore
 //! survive every raygate write, whatever version of the types raygate was built with.
 
+pub mod admission;
 pub mod check;
 pub mod conversion;
 pub mod crd;
@@ -23,6 +24,7 @@ pub mod keys;
 pub mod manifests;
 pub mod onboarding;
 pub mod quantity;
+pub mod queue_policy;
 pub mod ray;
 pub mod sizing;
 pub mod validation;

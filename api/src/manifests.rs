@@ -72,10 +72,7 @@ fn metadata(name: &str, namespace: Option<&str>) -> Value {
 }
 
 /// Every object to install, in apply order.
-///
-/// raygate's own `raygate.io` QueuePolicy CRD and its validating webhook (issue 4, branch
-/// `policy`) join this list, next to the `ray.io` CRDs and the Ray validating webhooks, when that
-/// API lands.
+
 pub fn render(options: &InstallOptions) -> Vec<Value> {
     let ns = options.namespace.as_str();
     let mut objects = vec![json!({
@@ -138,13 +135,18 @@ pub fn render_yaml(options: &InstallOptions) -> String {
 }
 
 /// The `ray.io` CRDs with their conversion webhook pointing at raygate's Service in
-/// `namespace`.
+/// `namespace`, then raygate's own `raygate.io` CRDs (QueuePolicy).
 fn crds(namespace: &str) -> Vec<Value> {
-    crd::ray_crds()
+    let ray = crd::ray_crds().into_iter().map(|mut crd| {
+        crd.spec.conversion = Some(crd::webhook_conversion(namespace));
+        serde_json::to_value(&crd).unwrap_or(Value::Null)
+    });
+    let raygate = crd::crd_files()
         .into_iter()
-        .map(|mut crd| {
-            crd.spec.conversion = Some(crd::webhook_conversion(namespace));
-            let mut value = serde_json::to_value(&crd).unwrap_or(Value::Null);
+        .filter(|(file, _)| file.starts_with(keys::RAYGATE_GROUP))
+        .filter_map(|(_, yaml)| serde_saphyr::from_str::<Value>(&yaml).ok());
+    ray.chain(raygate)
+        .map(|mut value| {
             value["metadata"]["labels"] = app_labels();
             value
         })
@@ -369,12 +371,13 @@ fn mutating_webhooks(namespace: &str) -> Value {
     // The patch is idempotent, so it is safe to run again after later mutations.
     pods["reinvocationPolicy"] = json!("IfNeeded");
     let mut ray = webhook(
-        "ray.raygate.io",
+        "rayobjects.mutate.raygate.io",
         namespace,
         keys::MUTATE_RAY_PATH,
         ray_rules(&["CREATE"]),
     );
-    ray["reinvocationPolicy"] = json!("Never");
+    // Queue defaulting only adds what is missing: idempotent.
+    ray["reinvocationPolicy"] = json!("IfNeeded");
     json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
@@ -385,7 +388,7 @@ fn mutating_webhooks(namespace: &str) -> Value {
 
 fn validating_webhooks(namespace: &str) -> Value {
     let opted_in = webhook(
-        "validate.ray.raygate.io",
+        "rayobjects.validate.raygate.io",
         namespace,
         keys::VALIDATE_RAY_PATH,
         ray_rules(&["CREATE", "UPDATE"]),
@@ -393,7 +396,7 @@ fn validating_webhooks(namespace: &str) -> Value {
     // Elsewhere raygate still catches broken RayJobs at `kubectl apply`, but an outage of raygate
     // must not block Ray objects of namespaces that did not opt in.
     let mut elsewhere = webhook(
-        "validate.ray.other-namespaces.raygate.io",
+        "rayobjects-elsewhere.validate.raygate.io",
         namespace,
         keys::VALIDATE_RAY_PATH,
         ray_rules(&["CREATE", "UPDATE"]),
@@ -403,11 +406,28 @@ fn validating_webhooks(namespace: &str) -> Value {
         {"key": keys::NAMESPACE_NAME_LABEL, "operator": "NotIn", "values": ["kube-system", namespace]},
     ]});
     elsewhere["failurePolicy"] = json!("Ignore");
+    // QueuePolicies are cluster-scoped admin objects of raygate's own API (no namespace to
+    // select): a policy raygate has not checked is never stored.
+    let mut policies = webhook(
+        "queuepolicies.validate.raygate.io",
+        namespace,
+        keys::VALIDATE_QUEUE_POLICY_PATH,
+        json!([{
+            "apiGroups": [keys::RAYGATE_GROUP],
+            "apiVersions": ["*"],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": ["queuepolicies"],
+            "scope": "Cluster",
+        }]),
+    );
+    if let Some(policy_webhook) = policies.as_object_mut() {
+        policy_webhook.remove("namespaceSelector");
+    }
     json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
         "metadata": metadata(WEBHOOK_CONFIGURATION_NAME, None),
-        "webhooks": [opted_in, elsewhere],
+        "webhooks": [opted_in, elsewhere, policies],
     })
 }
 

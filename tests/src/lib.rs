@@ -12,10 +12,8 @@
 //!   [`TestNamespace::wait_for`] to poll a condition and dump the namespace when it times out;
 //! * [`ray::Dashboard`] talks to the Ray head's Jobs API;
 //! * [`raygate`] runs raygate's own binary;
-//! * [`conversion`] makes sure the `ray.io` conversion webhook is served;
 //! * [`runner`] holds the pure parts of the `submitter-runner` binary.
 
-pub mod conversion;
 pub mod env;
 pub mod namespace;
 pub mod ray;

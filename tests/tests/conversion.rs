@@ -1,15 +1,15 @@
 //! raygate's conversion webhook on the real API server: `ray.io/v1alpha1` and `ray.io/v1` side
 //! by side without losing a field.
 //!
-//! `control-plane up` points the `ray.io` CRDs' conversion webhook at loopback; see
-//! [`raygate_e2e::conversion::ensure_served`] for who answers there.
+//! `control-plane up` points the `ray.io` CRDs' conversion webhook at the raygate webhook server
+//! it starts (`https://127.0.0.1:9443/convert`).
 
 use std::process::Stdio;
 
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use raygate_api::conversion::v1_only_paths;
 use raygate_api::keys;
-use raygate_e2e::{Env, TestNamespace, conversion};
+use raygate_e2e::{Env, TestNamespace};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
@@ -125,7 +125,6 @@ fn docs_v1alpha1_rayjob() -> Value {
 #[tokio::test]
 async fn a_v1alpha1_rayjob_from_older_docs_is_accepted_and_readable_as_v1() {
     let env = Env::load();
-    conversion::ensure_served(&env);
     let ns = TestNamespace::new(&env, "conv-docs").await;
     let manifest = docs_v1alpha1_rayjob();
     create(&ns, manifest.clone()).await;
@@ -241,7 +240,6 @@ fn v1_rayjob_with_v1_only_fields() -> Value {
 #[tokio::test]
 async fn a_v1_rayjob_written_back_through_v1alpha1_keeps_every_field() {
     let env = Env::load();
-    conversion::ensure_served(&env);
     let ns = TestNamespace::new(&env, "conv-replace").await;
     create(&ns, v1_rayjob_with_v1_only_fields()).await;
     let before = get(&ns, "v1", "RayJob", "modern").await;
@@ -337,7 +335,6 @@ async fn a_v1_rayjob_written_back_through_v1alpha1_keeps_every_field() {
 #[tokio::test]
 async fn a_raycluster_keeps_its_v1_only_fields_through_v1alpha1() {
     let env = Env::load();
-    conversion::ensure_served(&env);
     let ns = TestNamespace::new(&env, "conv-cluster").await;
     let mut cluster = v1_rayjob_with_v1_only_fields()["spec"]["rayClusterSpec"].clone();
     cluster["upgradeStrategy"] = json!({"type": "Recreate"});

@@ -67,7 +67,7 @@ async fn the_whole_rendering_passes_a_server_side_dry_run_apply() {
         assert_eq!(answer.metadata.name.as_deref(), Some(name.as_str()));
         applied.push(format!("{kind}/{name}"));
     }
-    assert_eq!(applied.len(), 13, "{applied:?}");
+    assert_eq!(applied.len(), 14, "{applied:?}");
     // A dry run leaves no trace: raygate's Deployment does not exist afterwards.
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = ns.api();
     assert!(deployments.get_opt("raygate").await.expect("get").is_none());

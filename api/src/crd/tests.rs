@@ -585,12 +585,20 @@ fn every_declared_cel_rule_is_implemented() {
 fn yaml_round_trips_to_the_same_crds() {
     let yaml = render_crds_yaml();
     let docs: Vec<Value> = serde_saphyr::from_multiple(&yaml).expect("rendered YAML parses");
-    let expected: Vec<Value> = ray_crds().iter().map(generate::crd_json).collect();
+    let mut expected: Vec<Value> = ray_crds().iter().map(generate::crd_json).collect();
+    expected.push(generate::crd_json(&generate::queue_policy_crd()));
     assert_eq!(docs, expected);
     assert!(yaml.starts_with("---\n"));
     let files = crd_files();
     let names: Vec<_> = files.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names, ["ray.io_rayclusters.yaml", "ray.io_rayjobs.yaml"]);
+    assert_eq!(
+        names,
+        [
+            "ray.io_rayclusters.yaml",
+            "ray.io_rayjobs.yaml",
+            "raygate.io_queuepolicies.yaml"
+        ]
+    );
     assert!(
         yaml.contains("minimum: 1\n"),
         "integral bounds are integers"

@@ -38,6 +38,7 @@ fn everything_lands_in_the_chosen_namespace_with_the_chosen_image() {
             "Namespace",
             "CustomResourceDefinition",
             "CustomResourceDefinition",
+            "CustomResourceDefinition",
             "ServiceAccount",
             "ClusterRole",
             "ClusterRoleBinding",
@@ -73,6 +74,21 @@ fn everything_lands_in_the_chosen_namespace_with_the_chosen_image() {
             json!([{"kind": "ServiceAccount", "name": "raygate", "namespace": "ops"}])
         );
     }
+}
+
+#[test]
+fn raygates_own_queue_policy_crd_is_installed() {
+    let objects = render(&custom());
+    let crd = find(
+        &objects,
+        "CustomResourceDefinition",
+        "queuepolicies.raygate.io",
+    );
+    assert_eq!(crd["spec"]["scope"], "Cluster");
+    assert_eq!(
+        crd["metadata"]["labels"]["app.kubernetes.io/name"],
+        "raygate"
+    );
 }
 
 #[test]
@@ -268,6 +284,15 @@ fn webhooks_fail_closed_only_in_opted_in_namespaces_and_never_in_system_ones() {
             assert!(webhook["timeoutSeconds"].as_i64().unwrap() <= 5, "{name}");
             assert_eq!(webhook["admissionReviewVersions"], json!(["v1"]));
             assert_eq!(webhook["clientConfig"]["service"]["namespace"], "ops");
+            if webhook["rules"][0]["scope"] == "Cluster" {
+                // raygate's own cluster-scoped QueuePolicies: no namespace to select.
+                assert_eq!(
+                    webhook["rules"][0]["apiGroups"],
+                    json!(["raygate.io"]),
+                    "{name}"
+                );
+                continue;
+            }
             let expressions = webhook["namespaceSelector"]["matchExpressions"]
                 .as_array()
                 .unwrap();
@@ -286,7 +311,7 @@ fn webhooks_fail_closed_only_in_opted_in_namespaces_and_never_in_system_ones() {
             }
         }
     }
-    assert_eq!(seen, 4);
+    assert_eq!(seen, 5);
     let pods = &find(&objects, "MutatingWebhookConfiguration", "raygate")["webhooks"][0];
     assert_eq!(pods["rules"][0]["resources"], json!(["pods"]));
     assert_eq!(pods["failurePolicy"], "Fail");
