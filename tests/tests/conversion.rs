@@ -223,7 +223,7 @@ fn v1_rayjob_with_v1_only_fields() -> Value {
                         "groupName": "gpu", "replicas": 1, "minReplicas": 0, "maxReplicas": 2,
                         "numOfHosts": 2, "idleTimeoutSeconds": 120, "priority": 5,
                         "labels": {"accelerator": "h100"}, "resources": {"GPU": "1"},
-                        "rayStartParams": {"num-gpus": "1"},
+                        "rayStartParams": {"metrics-export-port": "8080"},
                         "template": {"spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray:2.60.0"}]}},
                     },
                     {
