@@ -72,7 +72,6 @@ fn metadata(name: &str, namespace: Option<&str>) -> Value {
 }
 
 /// Every object to install, in apply order.
-
 pub fn render(options: &InstallOptions) -> Vec<Value> {
     let ns = options.namespace.as_str();
     let mut objects = vec![json!({
