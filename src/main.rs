@@ -18,6 +18,9 @@ mod webhook;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod convert;
+mod manifests;
+
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use raygate_api::check::{self, ObjectReport};
@@ -79,6 +82,27 @@ enum Command {
         /// directory (how `manifests/crds/` is refreshed), instead of printing them.
         #[arg(long, value_name = "DIR")]
         write: Option<PathBuf>,
+    },
+    /// Convert ray.io RayJobs and RayClusters between v1alpha1 and v1, offline.
+    ///
+    /// Prints every document as YAML; other kinds pass through untouched. Fields only v1 has
+    /// are kept in the `raygate.io/v1-fields` annotation in v1alpha1 and restored in v1.
+    /// Exit codes: 0 converted, 1 some object cannot be converted, 2 unreadable input.
+    Convert {
+        #[command(flatten)]
+        files: Files,
+        /// The version to convert to.
+        #[arg(long, value_enum)]
+        to: convert::Target,
+    },
+    /// Print everything needed to install raygate (CRDs, RBAC, Deployment, Service, webhooks).
+    Manifests {
+        /// Namespace raygate runs in.
+        #[arg(long, short = 'n', default_value = raygate_api::keys::DEFAULT_NAMESPACE)]
+        namespace: String,
+        /// Container image of raygate.
+        #[arg(long, default_value = raygate_api::manifests::DEFAULT_IMAGE)]
+        image: String,
     },
     /// Run the admission webhook server (TLS): Pod onboarding into Volcano gangs for
     /// namespaces labelled `raygate.io/scheduler=volcano`, RayJob/RayCluster validation.
@@ -167,6 +191,8 @@ fn run(cli: Cli) -> Result<u8> {
         } => validate(&files.files, output, &rules.context()),
         Command::Podgroup { files, output } => podgroups(&files.files, output),
         Command::Crds { write } => crds(write),
+        Command::Convert { files, to } => convert::run(&files.files, to),
+        Command::Manifests { namespace, image } => manifests::run(namespace, image),
         Command::Webhook { server, rules } => {
             webhook::run(*server, rules.context())?;
             Ok(EXIT_VALID)

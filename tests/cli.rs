@@ -294,3 +294,112 @@ fn crds_are_printed() {
     assert!(text.contains("name: rayclusters.ray.io"));
     assert!(text.contains("name: queuepolicies.raygate.io"));
 }
+
+#[test]
+fn convert_migrates_ray_objects_and_passes_everything_else_through() {
+    let input = "\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings}
+data: {a: b}
+---
+apiVersion: ray.io/v1
+kind: RayJob
+metadata: {name: job, namespace: team}
+spec:
+  backoffLimit: 2
+  rayClusterSpec:
+    headGroupSpec:
+      template: {spec: {containers: [{name: ray-head, image: rayproject/ray}]}}
+";
+    let alpha = raygate(
+        &["convert", "-f", "-", "--to", "ray.io/v1alpha1"],
+        Some(input),
+    );
+    assert!(alpha.status.success(), "{}", stderr(&alpha));
+    let docs = raygate_api::input::parse_documents("out", &stdout(&alpha)).expect("YAML out");
+    assert_eq!(docs.len(), 2);
+    assert_eq!(docs[0].value["kind"], "ConfigMap");
+    assert_eq!(docs[0].value["data"]["a"], "b");
+    let job = &docs[1].value;
+    assert_eq!(job["apiVersion"], "ray.io/v1alpha1");
+    assert!(job["spec"].get("backoffLimit").is_none());
+    assert_eq!(job["spec"]["entrypoint"], "");
+    assert!(job["metadata"]["annotations"]["raygate.io/v1-fields"].is_string());
+
+    let back = raygate(
+        &["convert", "-f", "-", "--to", "ray.io/v1"],
+        Some(&stdout(&alpha)),
+    );
+    assert!(back.status.success(), "{}", stderr(&back));
+    let original = raygate_api::input::parse_documents("in", input).unwrap();
+    let restored = raygate_api::input::parse_documents("out", &stdout(&back)).unwrap();
+    assert_eq!(
+        restored
+            .into_iter()
+            .map(|d| d.value)
+            .collect::<Vec<Value>>(),
+        original
+            .into_iter()
+            .map(|d| d.value)
+            .collect::<Vec<Value>>()
+    );
+}
+
+#[test]
+fn convert_reports_what_cannot_be_converted() {
+    let input = "\
+apiVersion: ray.io/v1alpha1
+kind: RayCluster
+metadata:
+  name: c
+  annotations: {raygate.io/v1-fields: 'not json'}
+spec: {headGroupSpec: {rayStartParams: {}, template: {}}}
+";
+    let out = raygate(&["convert", "-f", "-", "--to", "ray.io/v1"], Some(input));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).is_empty());
+    assert!(
+        stderr(&out).starts_with(
+            "error: -: document 1: metadata.annotations[raygate.io/v1-fields]: Invalid value: not the JSON raygate writes"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    let bad_flag = raygate(&["convert", "-f", "-", "--to", "ray.io/v2"], Some(input));
+    assert_eq!(bad_flag.status.code(), Some(2));
+}
+
+#[test]
+fn manifests_render_the_installation_for_a_namespace_and_image() {
+    let out = raygate(
+        &[
+            "manifests",
+            "--namespace",
+            "ops",
+            "--image",
+            "example.com/raygate:1",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let docs = raygate_api::input::parse_documents("install", &stdout(&out)).expect("YAML");
+    let deployment = docs
+        .iter()
+        .find(|d| d.value["kind"] == "Deployment")
+        .expect("a Deployment");
+    assert_eq!(deployment.value["metadata"]["namespace"], "ops");
+    assert_eq!(
+        deployment.value["spec"]["template"]["spec"]["containers"][0]["image"],
+        "example.com/raygate:1"
+    );
+    let defaults = raygate(&["manifests"], None);
+    let committed =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/install.yaml"))
+            .expect("manifests/install.yaml");
+    assert_eq!(
+        stdout(&defaults),
+        committed,
+        "the committed rendering is the default one"
+    );
+}

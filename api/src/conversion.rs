@@ -28,6 +28,11 @@
 //! `{"spec":{"backoffLimit":2,"rayClusterSpec":{"workerGroupSpecs":{"gpu":{"numOfHosts":2}}}}}`.
 //! A copy of the annotation found on a `v1` object is stale by definition (it describes fields
 //! the object carries itself) and is replaced.
+//!
+//! What the annotation cannot do: a `v1alpha1` write whose body lacks it (a `PUT` of an old
+//! manifest, e.g. `kubectl replace -f old.yaml`) replaces the whole object, and the conversion
+//! of that body cannot know the stored `v1`-only fields. Reads, `kubectl edit`, `get | replace`,
+//! patches and `kubectl apply` all start from the served object and keep them.
 
 use kube::core::Status;
 use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
@@ -367,13 +372,12 @@ pub fn convert(object: Value, desired: RayVersion) -> Result<Value, ConversionEr
 
 fn to_v1alpha1(object: &mut Map<String, Value>, level: &Level) -> Result<(), ConversionError> {
     let kept = keep(object, level, "")?;
-    let annotations = object
-        .get_mut("metadata")
-        .and_then(Value::as_object_mut)
-        .and_then(|m| m.get_mut("annotations"))
-        .and_then(Value::as_object_mut);
-    if let Some(annotations) = annotations {
-        annotations.remove(keys::V1_FIELDS_ANNOTATION);
+    if let Some(Value::Object(metadata)) = object.get_mut("metadata")
+        && let Some(Value::Object(annotations)) = metadata.get_mut("annotations")
+        && annotations.remove(keys::V1_FIELDS_ANNOTATION).is_some()
+        && annotations.is_empty()
+    {
+        metadata.remove("annotations");
     }
     let Some(kept) = kept else {
         return Ok(());

@@ -62,6 +62,30 @@ pub const RAYGATE_GROUP: &str = "raygate.io";
 /// Annotation that keeps v1-only fields while an object is seen through `ray.io/v1alpha1`.
 pub const V1_FIELDS_ANNOTATION: &str = "raygate.io/v1-fields";
 
+/// Namespace raygate is installed into unless told otherwise.
+pub const DEFAULT_NAMESPACE: &str = "raygate-system";
+/// Name of raygate's ServiceAccount, Deployment, Service, RBAC objects and webhook
+/// configurations.
+pub const APP_NAME: &str = "raygate";
+/// Port of raygate's Service that the API server calls webhooks on.
+pub const SERVICE_PORT: i32 = 443;
+/// HTTPS port the webhook server listens on inside the Pod.
+pub const WEBHOOK_PORT: i32 = 9443;
+/// Plain-HTTP port of `/healthz`, `/readyz` and `/metrics` inside the Pod.
+pub const HEALTH_PORT: i32 = 9090;
+/// Webhook server path of ConversionReviews (`ray.io` CRDs' `spec.conversion.webhook`).
+pub const CONVERT_PATH: &str = "/convert";
+/// Webhook server path of the Pod-onboarding mutation (AdmissionReview of Pods).
+pub const MUTATE_PODS_PATH: &str = "/mutate/pods";
+/// Webhook server path of the RayJob / RayCluster mutation (queue defaulting).
+pub const MUTATE_RAY_PATH: &str = "/mutate/ray";
+/// Webhook server path of RayJob / RayCluster validation.
+pub const VALIDATE_RAY_PATH: &str = "/validate/ray";
+/// Webhook server path of QueuePolicy validation.
+pub const VALIDATE_QUEUE_POLICY_PATH: &str = "/validate/queuepolicy";
+/// Label the API server sets on every Namespace to its name (tamper-resistant selector key).
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
 /// Name of the PodGroup for a RayJob or a standalone RayCluster: `ray-<owner>-pg`.
 pub fn pod_group_name(owner: &str) -> String {
     format!("ray-{owner}-pg")

@@ -23,6 +23,7 @@ pub mod finding;
 pub mod input;
 pub mod keys;
 pub mod lifecycle;
+pub mod manifests;
 pub mod onboarding;
 pub mod quantity;
 pub mod queue_policy;

@@ -2,7 +2,8 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceConversion, CustomResourceDefinition, JSON, JSONSchemaProps,
-    JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+    JSONSchemaPropsOrArray, JSONSchemaPropsOrBool, ServiceReference, WebhookClientConfig,
+    WebhookConversion,
 };
 use std::sync::LazyLock;
 
@@ -10,6 +11,7 @@ use kube::CustomResourceExt;
 use serde_json::Value;
 
 use super::pattern::{CONDITION_REASON_PATTERN, CONDITION_TYPE_PATTERN, QUANTITY_PATTERN};
+use crate::keys;
 use crate::queue_policy::QueuePolicy;
 use crate::ray::{v1, v1alpha1};
 
@@ -53,7 +55,7 @@ fn worker_group_path(kind: &str) -> &'static [&'static str] {
 }
 
 /// Both `ray.io` CRDs (RayCluster, then RayJob), each serving `v1` (storage) and `v1alpha1`
-/// (served, deprecated), conversion strategy `None`, post-processed to KubeRay's style.
+/// (served, deprecated), conversion through raygate's webhook ([`webhook_conversion`]), post-processed to KubeRay's style.
 ///
 /// These are the committed files of `manifests/crds/`, embedded in the binary and parsed once
 /// per process: generating them from the types takes seconds (kube-derive's structural-schema
@@ -167,11 +169,29 @@ fn assemble(
         storage.spec.versions.push(version);
     }
     storage.spec.versions.sort_by(|a, b| a.name.cmp(&b.name));
-    storage.spec.conversion = Some(CustomResourceConversion {
-        strategy: "None".to_owned(),
-        webhook: None,
-    });
+    storage.spec.conversion = Some(webhook_conversion(keys::DEFAULT_NAMESPACE));
     storage
+}
+
+/// `spec.conversion` of the `ray.io` CRDs: every conversion goes through raygate's Service in
+/// `namespace` at [`keys::CONVERT_PATH`] (ConversionReview v1). The CA bundle is written by
+/// raygate's certificate manager at run time.
+pub fn webhook_conversion(namespace: &str) -> CustomResourceConversion {
+    CustomResourceConversion {
+        strategy: "Webhook".to_owned(),
+        webhook: Some(WebhookConversion {
+            client_config: Some(WebhookClientConfig {
+                service: Some(ServiceReference {
+                    namespace: namespace.to_owned(),
+                    name: keys::APP_NAME.to_owned(),
+                    path: Some(keys::CONVERT_PATH.to_owned()),
+                    port: Some(keys::SERVICE_PORT),
+                }),
+                ..Default::default()
+            }),
+            conversion_review_versions: vec!["v1".to_owned()],
+        }),
+    }
 }
 
 /// Root of a version's schema: KubeRay's root properties, no root `required`, then the

@@ -6,7 +6,7 @@
 //!
 //! [`ray_crds`] builds `rayclusters.ray.io` and `rayjobs.ray.io` from the typed API
 //! ([`crate::ray::v1`] is served and stored, [`crate::ray::v1alpha1`] is served and deprecated,
-//! conversion strategy `None`) and rewrites kube-derive's schemas into the style of KubeRay's
+//! conversion strategy `Webhook` through raygate's `/convert`) and rewrites kube-derive's schemas into the style of KubeRay's
 //! controller-gen output, so that the API server treats manifests exactly as with KubeRay's CRDs:
 //!
 //! * every `description` and `title` is dropped, and every `nullable` except
@@ -45,7 +45,7 @@ mod validate;
 
 use schemars::{Schema, SchemaGenerator, json_schema};
 
-pub use generate::{crd_files, generate_crd_files, ray_crds, render_crds_yaml};
+pub use generate::{crd_files, generate_crd_files, ray_crds, render_crds_yaml, webhook_conversion};
 pub use pattern::{CONDITION_REASON_PATTERN, CONDITION_TYPE_PATTERN, QUANTITY_PATTERN};
 pub use quantity::is_quantity;
 pub use validate::validate_schema;

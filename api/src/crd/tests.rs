@@ -125,8 +125,8 @@ fn crds_have_kuberay_identity() {
         assert_eq!(crd.spec.names.categories, Some(vec!["all".to_owned()]));
         assert_eq!(crd.spec.names.list_kind, Some(format!("{kind}List")));
         assert_eq!(
-            crd.spec.conversion.as_ref().map(|c| c.strategy.as_str()),
-            Some("None")
+            crd.spec.conversion,
+            Some(super::webhook_conversion("raygate-system"))
         );
         let versions: Vec<_> = crd
             .spec
@@ -748,7 +748,8 @@ fn pruning_removes_undeclared_fields_only() {
         obj["spec"]["rayClusterSpec"]["networkPolicy"],
         json!({"anything": {"goes": 1}})
     );
-    // Reading a v1 object through v1alpha1 loses the v1-only fields (conversion strategy None).
+    // Pruning a v1 object with the v1alpha1 schema loses the v1-only fields (what strategy None
+    // does; raygate's conversion webhook keeps them in an annotation instead).
     let removed = prune_unknown_fields("ray.io/v1alpha1", "RayJob", &mut v1alpha1).expect("known");
     assert!(removed.contains(&"spec.deletionStrategy".to_owned()));
     assert!(removed.contains(&"spec.rayClusterSpec.networkPolicy".to_owned()));

@@ -1,0 +1,434 @@
+//! Everything needed to install raygate, rendered from two inputs: the namespace and the image.
+//!
+//! [`render`] returns the objects in the order `kubectl apply` needs them (CRDs and cluster
+//! RBAC first, the webhook configurations last, so that the API server never calls a webhook
+//! whose Service does not exist yet); [`render_yaml`] renders them as one multi-document YAML
+//! stream (`raygate manifests`, committed as `manifests/install.yaml` for the defaults).
+//!
+//! Choices worth knowing:
+//! * **Least privilege.** The ClusterRole lists only what raygate reads and writes (Ray objects
+//!   and their status/finalizers, the Pods, Services and submitter Jobs it creates, Volcano
+//!   PodGroups and Queues, QueuePolicies, Events, Namespaces read-only) and may patch only its
+//!   own webhook configurations and the `ray.io` CRDs (by name, for the CA bundle). Secrets
+//!   (its certificate) and Leases (leader election) are granted by a Role in raygate's own
+//!   namespace only.
+//! * **Blast radius of `failurePolicy: Fail`.** Both webhook configurations only select
+//!   namespaces labelled `raygate.io/scheduler=volcano` and never `kube-system` or raygate's own
+//!   namespace (by the tamper-resistant `kubernetes.io/metadata.name` label), and the Pod webhook
+//!   only sees Ray Pods (`matchConditions` on KubeRay's labels, mirror Pods skipped): while raygate
+//!   is down nothing else in the cluster is affected.
+//! * **Hardened Pods.** Two replicas spread over nodes with a PodDisruptionBudget, non-root,
+//!   read-only root file system, no capabilities, `RuntimeDefault` seccomp, requests and limits,
+//!   probes on `/healthz` and `/readyz`.
+
+use serde_json::{Value, json};
+
+use crate::crd;
+use crate::keys;
+
+/// The inputs of a rendering.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstallOptions {
+    /// Namespace raygate runs in.
+    pub namespace: String,
+    /// Container image of raygate.
+    pub image: String,
+}
+
+/// Image of the committed rendering (`manifests/install.yaml`).
+pub const DEFAULT_IMAGE: &str = concat!("ghcr.io/raygate/raygate:", env!("CARGO_PKG_VERSION"));
+
+impl Default for InstallOptions {
+    fn default() -> Self {
+        Self {
+            namespace: keys::DEFAULT_NAMESPACE.to_owned(),
+            image: DEFAULT_IMAGE.to_owned(),
+        }
+    }
+}
+
+/// Name of the MutatingWebhookConfiguration and the ValidatingWebhookConfiguration.
+pub const WEBHOOK_CONFIGURATION_NAME: &str = keys::APP_NAME;
+/// Name of the Role (in raygate's namespace) for its certificate Secret and leader Lease.
+const NAMESPACED_ROLE: &str = keys::APP_NAME;
+/// `timeoutSeconds` of every webhook: raygate answers in well under a millisecond; a small
+/// timeout bounds how long an API request waits when raygate is unreachable.
+const WEBHOOK_TIMEOUT_SECONDS: i32 = 5;
+
+/// Labels on every object raygate's manifests create.
+fn app_labels() -> Value {
+    json!({
+        "app.kubernetes.io/name": keys::APP_NAME,
+        "app.kubernetes.io/part-of": keys::APP_NAME,
+    })
+}
+
+fn metadata(name: &str, namespace: Option<&str>) -> Value {
+    let mut metadata = json!({"name": name, "labels": app_labels()});
+    if let Some(namespace) = namespace {
+        metadata["namespace"] = json!(namespace);
+    }
+    metadata
+}
+
+/// Every object to install, in apply order.
+pub fn render(options: &InstallOptions) -> Vec<Value> {
+    let ns = options.namespace.as_str();
+    let mut objects = vec![json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": metadata(ns, None),
+    })];
+    objects.extend(crds(ns));
+    objects.extend([
+        json!({
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": metadata(keys::APP_NAME, Some(ns)),
+        }),
+        cluster_role(),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": metadata(keys::APP_NAME, None),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": keys::APP_NAME},
+            "subjects": [{"kind": "ServiceAccount", "name": keys::APP_NAME, "namespace": ns}],
+        }),
+        namespaced_role(ns),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": metadata(NAMESPACED_ROLE, Some(ns)),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAMESPACED_ROLE},
+            "subjects": [{"kind": "ServiceAccount", "name": keys::APP_NAME, "namespace": ns}],
+        }),
+        service(ns),
+        deployment(options),
+        json!({
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": metadata(keys::APP_NAME, Some(ns)),
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": selector_labels()}},
+        }),
+        mutating_webhooks(ns),
+        validating_webhooks(ns),
+    ]);
+    objects
+}
+
+/// [`render`] as one multi-document YAML stream.
+pub fn render_yaml(options: &InstallOptions) -> String {
+    let mut out = String::from(
+        "# raygate installation, rendered by `raygate manifests`. Apply with\n\
+         # `kubectl apply --server-side -f` (the CRDs are too large for client-side apply).\n",
+    );
+    for object in render(options) {
+        out.push_str("---\n");
+        match serde_saphyr::to_string(&object) {
+            Ok(yaml) => out.push_str(&yaml),
+            // Rendering plain JSON values cannot fail; keep the stream parseable regardless.
+            Err(e) => out.push_str(&format!("# cannot render object: {e}\n")),
+        }
+    }
+    out
+}
+
+/// The `ray.io` CRDs with their conversion webhook pointing at raygate's Service in
+/// `namespace`, then raygate's own `raygate.io` CRDs (QueuePolicy).
+fn crds(namespace: &str) -> Vec<Value> {
+    let ray = crd::ray_crds().into_iter().map(|mut crd| {
+        crd.spec.conversion = Some(crd::webhook_conversion(namespace));
+        serde_json::to_value(&crd).unwrap_or(Value::Null)
+    });
+    let raygate = crd::crd_files()
+        .into_iter()
+        .filter(|(file, _)| file.starts_with(keys::RAYGATE_GROUP))
+        .filter_map(|(_, yaml)| serde_saphyr::from_str::<Value>(&yaml).ok());
+    ray.chain(raygate)
+        .map(|mut value| {
+            value["metadata"]["labels"] = app_labels();
+            value
+        })
+        .collect()
+}
+
+fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
+    json!({"apiGroups": groups, "resources": resources, "verbs": verbs})
+}
+
+fn named_rule(groups: &[&str], resources: &[&str], names: &[&str], verbs: &[&str]) -> Value {
+    json!({"apiGroups": groups, "resources": resources, "resourceNames": names, "verbs": verbs})
+}
+
+const READ: &[&str] = &["get", "list", "watch"];
+const MANAGE: &[&str] = &[
+    "get", "list", "watch", "create", "update", "patch", "delete",
+];
+const WRITE_STATUS: &[&str] = &["get", "update", "patch"];
+
+fn cluster_role() -> Value {
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": metadata(keys::APP_NAME, None),
+        "rules": [
+            // The Ray objects: reconciled, defaulted, status written, finalizer managed.
+            rule(&["ray.io"], &["rayjobs", "rayclusters"], &["get", "list", "watch", "create", "update", "patch", "delete"]),
+            rule(&["ray.io"], &["rayjobs/status", "rayclusters/status"], WRITE_STATUS),
+            rule(&["ray.io"], &["rayjobs/finalizers", "rayclusters/finalizers"], &["update"]),
+            // What the reconciler creates for them.
+            rule(&[""], &["pods", "services"], MANAGE),
+            rule(&["batch"], &["jobs"], MANAGE),
+            rule(&["scheduling.volcano.sh"], &["podgroups"], MANAGE),
+            rule(&["scheduling.volcano.sh"], &["queues"], READ),
+            // Admission policy.
+            rule(&["raygate.io"], &["queuepolicies"], READ),
+            rule(&["raygate.io"], &["queuepolicies/status"], WRITE_STATUS),
+            rule(&[""], &["namespaces"], READ),
+            rule(&["", "events.k8s.io"], &["events"], &["create", "patch"]),
+            // CA bundle injection into raygate's own webhook configurations and the ray.io CRDs.
+            named_rule(
+                &["admissionregistration.k8s.io"],
+                &["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+                &[WEBHOOK_CONFIGURATION_NAME],
+                &["get", "patch"],
+            ),
+            named_rule(
+                &["apiextensions.k8s.io"],
+                &["customresourcedefinitions"],
+                &["rayjobs.ray.io", "rayclusters.ray.io"],
+                &["get", "patch"],
+            ),
+        ],
+    })
+}
+
+fn namespaced_role(namespace: &str) -> Value {
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": metadata(NAMESPACED_ROLE, Some(namespace)),
+        "rules": [
+            // The self-managed certificate Secret (create cannot be limited by name).
+            rule(&[""], &["secrets"], &["get", "list", "watch", "create", "update", "patch"]),
+            // Leader election of the reconciler.
+            rule(&["coordination.k8s.io"], &["leases"], &["get", "list", "watch", "create", "update", "patch"]),
+        ],
+    })
+}
+
+fn selector_labels() -> Value {
+    json!({"app.kubernetes.io/name": keys::APP_NAME})
+}
+
+fn service(namespace: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(keys::APP_NAME, Some(namespace)),
+        "spec": {
+            "selector": selector_labels(),
+            "ports": [{"name": "webhook", "port": keys::SERVICE_PORT, "targetPort": "webhook", "protocol": "TCP"}],
+        },
+    })
+}
+
+fn deployment(options: &InstallOptions) -> Value {
+    let probe = |path: &str, period: i32| {
+        json!({
+            "httpGet": {"path": path, "port": "health"},
+            "periodSeconds": period,
+            "timeoutSeconds": 2,
+            "failureThreshold": 3,
+        })
+    };
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata(keys::APP_NAME, Some(&options.namespace)),
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": selector_labels()},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+            "template": {
+                "metadata": {"labels": app_labels()},
+                "spec": {
+                    "serviceAccountName": keys::APP_NAME,
+                    "automountServiceAccountToken": true,
+                    "priorityClassName": "system-cluster-critical",
+                    "securityContext": {
+                        "runAsNonRoot": true,
+                        "runAsUser": 65532,
+                        "runAsGroup": 65532,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+                        "weight": 100,
+                        "podAffinityTerm": {
+                            "labelSelector": {"matchLabels": selector_labels()},
+                            "topologyKey": "kubernetes.io/hostname",
+                        },
+                    }]}},
+                    "containers": [{
+                        "name": keys::APP_NAME,
+                        "image": options.image,
+                        "args": ["run"],
+                        "env": [
+                            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                        ],
+                        "ports": [
+                            {"name": "webhook", "containerPort": keys::WEBHOOK_PORT, "protocol": "TCP"},
+                            {"name": "health", "containerPort": keys::HEALTH_PORT, "protocol": "TCP"},
+                        ],
+                        "livenessProbe": probe("/healthz", 10),
+                        "readinessProbe": probe("/readyz", 5),
+                        "resources": {
+                            "requests": {"cpu": "100m", "memory": "64Mi"},
+                            "limits": {"cpu": "1", "memory": "256Mi"},
+                        },
+                        "securityContext": {
+                            "allowPrivilegeEscalation": false,
+                            "readOnlyRootFilesystem": true,
+                            "runAsNonRoot": true,
+                            "capabilities": {"drop": ["ALL"]},
+                            "seccompProfile": {"type": "RuntimeDefault"},
+                        },
+                        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+                    }],
+                    "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}}],
+                },
+            },
+        },
+    })
+}
+
+/// Namespaces raygate acts in: opted in, and never `kube-system` or its own.
+fn opted_in_namespaces(own_namespace: &str) -> Value {
+    json!({"matchExpressions": [
+        {"key": keys::NAMESPACE_OPT_IN_LABEL, "operator": "In", "values": [keys::NAMESPACE_OPT_IN_VALUE]},
+        {"key": keys::NAMESPACE_NAME_LABEL, "operator": "NotIn", "values": ["kube-system", own_namespace]},
+    ]})
+}
+
+fn client_config(namespace: &str, path: &str) -> Value {
+    json!({"service": {"namespace": namespace, "name": keys::APP_NAME, "path": path, "port": keys::SERVICE_PORT}})
+}
+
+/// Fields every raygate webhook shares.
+fn webhook(name: &str, namespace: &str, path: &str, rules: Value) -> Value {
+    json!({
+        "name": name,
+        "admissionReviewVersions": ["v1"],
+        "clientConfig": client_config(namespace, path),
+        "rules": rules,
+        "namespaceSelector": opted_in_namespaces(namespace),
+        "failurePolicy": "Fail",
+        "matchPolicy": "Equivalent",
+        "sideEffects": "None",
+        "timeoutSeconds": WEBHOOK_TIMEOUT_SECONDS,
+    })
+}
+
+fn ray_rules(operations: &[&str]) -> Value {
+    json!([{
+        "apiGroups": ["ray.io"],
+        "apiVersions": ["v1"],
+        "operations": operations,
+        "resources": ["rayjobs", "rayclusters"],
+        "scope": "Namespaced",
+    }])
+}
+
+fn mutating_webhooks(namespace: &str) -> Value {
+    let mut pods = webhook(
+        "pods.raygate.io",
+        namespace,
+        keys::MUTATE_PODS_PATH,
+        json!([{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "Namespaced"}]),
+    );
+    // Only Ray Pods reach raygate: heads and workers carry `ray.io/node-type`, a RayJob's
+    // submitter Pods `ray.io/originated-from-crd=RayJob`; mirror Pods are never mutated.
+    pods["matchConditions"] = json!([
+        {
+            "name": "ray-pod",
+            "expression": format!(
+                "has(object.metadata.labels) && ('{node_type}' in object.metadata.labels || \
+                 ('{origin}' in object.metadata.labels && object.metadata.labels['{origin}'] == 'RayJob'))",
+                node_type = keys::RAY_NODE_TYPE_LABEL,
+                origin = keys::ORIGINATED_FROM_CRD_LABEL,
+            ),
+        },
+        {
+            "name": "not-mirror-pod",
+            "expression": format!(
+                "!has(object.metadata.annotations) || !('{}' in object.metadata.annotations)",
+                keys::MIRROR_POD_ANNOTATION
+            ),
+        },
+    ]);
+    // The patch is idempotent, so it is safe to run again after later mutations.
+    pods["reinvocationPolicy"] = json!("IfNeeded");
+    let mut ray = webhook(
+        "rayobjects.mutate.raygate.io",
+        namespace,
+        keys::MUTATE_RAY_PATH,
+        ray_rules(&["CREATE"]),
+    );
+    // Queue defaulting only adds what is missing: idempotent.
+    ray["reinvocationPolicy"] = json!("IfNeeded");
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": metadata(WEBHOOK_CONFIGURATION_NAME, None),
+        "webhooks": [pods, ray],
+    })
+}
+
+fn validating_webhooks(namespace: &str) -> Value {
+    let opted_in = webhook(
+        "rayobjects.validate.raygate.io",
+        namespace,
+        keys::VALIDATE_RAY_PATH,
+        ray_rules(&["CREATE", "UPDATE"]),
+    );
+    // Elsewhere raygate still catches broken RayJobs at `kubectl apply`, but an outage of raygate
+    // must not block Ray objects of namespaces that did not opt in.
+    let mut elsewhere = webhook(
+        "rayobjects-elsewhere.validate.raygate.io",
+        namespace,
+        keys::VALIDATE_RAY_PATH,
+        ray_rules(&["CREATE", "UPDATE"]),
+    );
+    elsewhere["namespaceSelector"] = json!({"matchExpressions": [
+        {"key": keys::NAMESPACE_OPT_IN_LABEL, "operator": "NotIn", "values": [keys::NAMESPACE_OPT_IN_VALUE]},
+        {"key": keys::NAMESPACE_NAME_LABEL, "operator": "NotIn", "values": ["kube-system", namespace]},
+    ]});
+    elsewhere["failurePolicy"] = json!("Ignore");
+    // QueuePolicies are cluster-scoped admin objects of raygate's own API (no namespace to
+    // select): a policy raygate has not checked is never stored.
+    let mut policies = webhook(
+        "queuepolicies.validate.raygate.io",
+        namespace,
+        keys::VALIDATE_QUEUE_POLICY_PATH,
+        json!([{
+            "apiGroups": [keys::RAYGATE_GROUP],
+            "apiVersions": ["*"],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": ["queuepolicies"],
+            "scope": "Cluster",
+        }]),
+    );
+    if let Some(policy_webhook) = policies.as_object_mut() {
+        policy_webhook.remove("namespaceSelector");
+    }
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": metadata(WEBHOOK_CONFIGURATION_NAME, None),
+        "webhooks": [opted_in, elsewhere, policies],
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,334 @@
+use serde_json::{Value, json};
+
+use super::*;
+
+fn custom() -> InstallOptions {
+    InstallOptions {
+        namespace: "ops".to_owned(),
+        image: "registry.local/raygate:dev".to_owned(),
+    }
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+}
+
+const CLUSTER_SCOPED: &[&str] = &[
+    "Namespace",
+    "CustomResourceDefinition",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
+];
+
+#[test]
+fn everything_lands_in_the_chosen_namespace_with_the_chosen_image() {
+    let objects = render(&custom());
+    let kinds: Vec<&str> = objects
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "Namespace",
+            "CustomResourceDefinition",
+            "CustomResourceDefinition",
+            "CustomResourceDefinition",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "Service",
+            "Deployment",
+            "PodDisruptionBudget",
+            "MutatingWebhookConfiguration",
+            "ValidatingWebhookConfiguration",
+        ]
+    );
+    for object in &objects {
+        let kind = object["kind"].as_str().unwrap();
+        if CLUSTER_SCOPED.contains(&kind) {
+            assert!(object["metadata"].get("namespace").is_none(), "{kind}");
+        } else {
+            assert_eq!(object["metadata"]["namespace"], "ops", "{kind}");
+        }
+        assert_eq!(
+            object["metadata"]["labels"]["app.kubernetes.io/name"],
+            "raygate"
+        );
+    }
+    let deployment = find(&objects, "Deployment", "raygate");
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["containers"][0]["image"],
+        "registry.local/raygate:dev"
+    );
+    for binding in ["ClusterRoleBinding", "RoleBinding"] {
+        assert_eq!(
+            find(&objects, binding, "raygate")["subjects"],
+            json!([{"kind": "ServiceAccount", "name": "raygate", "namespace": "ops"}])
+        );
+    }
+}
+
+#[test]
+fn raygates_own_queue_policy_crd_is_installed() {
+    let objects = render(&custom());
+    let crd = find(
+        &objects,
+        "CustomResourceDefinition",
+        "queuepolicies.raygate.io",
+    );
+    assert_eq!(crd["spec"]["scope"], "Cluster");
+    assert_eq!(
+        crd["metadata"]["labels"]["app.kubernetes.io/name"],
+        "raygate"
+    );
+}
+
+#[test]
+fn the_ray_crds_convert_through_raygates_service() {
+    let objects = render(&custom());
+    for name in ["rayjobs.ray.io", "rayclusters.ray.io"] {
+        let crd = find(&objects, "CustomResourceDefinition", name);
+        assert_eq!(
+            crd["spec"]["conversion"],
+            json!({"strategy": "Webhook", "webhook": {
+                "clientConfig": {"service": {"namespace": "ops", "name": "raygate", "path": "/convert", "port": 443}},
+                "conversionReviewVersions": ["v1"],
+            }})
+        );
+        let versions: Vec<(&str, bool, bool)> = crd["spec"]["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                (
+                    v["name"].as_str().unwrap(),
+                    v["served"].as_bool().unwrap(),
+                    v["storage"].as_bool().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(versions, [("v1", true, true), ("v1alpha1", true, false)]);
+    }
+}
+
+/// `(group, resource, verbs)` of every rule, one line per resource.
+fn grants(role: &Value) -> Vec<(String, String, Vec<String>, bool)> {
+    let mut out = Vec::new();
+    for rule in role["rules"].as_array().unwrap() {
+        let strings = |v: &Value| -> Vec<String> {
+            v.as_array()
+                .map(|a| a.iter().map(|s| s.as_str().unwrap().to_owned()).collect())
+                .unwrap_or_default()
+        };
+        for group in strings(&rule["apiGroups"]) {
+            for resource in strings(&rule["resources"]) {
+                out.push((
+                    group.clone(),
+                    resource,
+                    strings(&rule["verbs"]),
+                    rule.get("resourceNames").is_some(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn rbac_is_least_privilege() {
+    let objects = render(&custom());
+    let cluster = grants(find(&objects, "ClusterRole", "raygate"));
+    let namespaced = grants(find(&objects, "Role", "raygate"));
+    for (group, resource, verbs, _) in cluster.iter().chain(&namespaced) {
+        assert!(group != "*" && resource != "*", "wildcard resource");
+        assert!(
+            !verbs
+                .iter()
+                .any(|v| v == "*" || v == "escalate" || v == "bind" || v == "impersonate")
+        );
+    }
+    // Secrets and Leases only in raygate's own namespace.
+    for (_, resource, _, _) in &cluster {
+        assert!(
+            resource != "secrets" && resource != "leases",
+            "{resource} cluster-wide"
+        );
+    }
+    assert!(namespaced.iter().any(|(_, r, _, _)| r == "secrets"));
+    assert!(
+        namespaced
+            .iter()
+            .any(|(g, r, _, _)| g == "coordination.k8s.io" && r == "leases")
+    );
+    // Only reading namespaces and queues; only get/patch (by name) on webhook configurations
+    // and CRDs.
+    for (group, resource, verbs, named) in &cluster {
+        match resource.as_str() {
+            "namespaces" | "queues" | "queuepolicies" => {
+                assert_eq!(verbs, &["get", "list", "watch"])
+            }
+            "mutatingwebhookconfigurations"
+            | "validatingwebhookconfigurations"
+            | "customresourcedefinitions" => {
+                assert_eq!(verbs, &["get", "patch"], "{group}/{resource}");
+                assert!(named, "{resource} must be limited to raygate's own objects");
+            }
+            "rayjobs/finalizers" | "rayclusters/finalizers" => assert_eq!(verbs, &["update"]),
+            _ => {}
+        }
+    }
+    let resources: Vec<String> = cluster
+        .iter()
+        .map(|(g, r, _, _)| {
+            if g.is_empty() {
+                r.clone()
+            } else {
+                format!("{r}.{g}")
+            }
+        })
+        .collect();
+    for needed in [
+        "pods",
+        "services",
+        "jobs.batch",
+        "podgroups.scheduling.volcano.sh",
+        "queues.scheduling.volcano.sh",
+        "rayjobs.ray.io",
+        "rayjobs/status.ray.io",
+        "rayjobs/finalizers.ray.io",
+        "rayclusters.ray.io",
+        "rayclusters/status.ray.io",
+        "rayclusters/finalizers.ray.io",
+        "queuepolicies.raygate.io",
+        "queuepolicies/status.raygate.io",
+        "events",
+        "events.events.k8s.io",
+        "namespaces",
+        "mutatingwebhookconfigurations.admissionregistration.k8s.io",
+        "validatingwebhookconfigurations.admissionregistration.k8s.io",
+        "customresourcedefinitions.apiextensions.k8s.io",
+    ] {
+        assert!(resources.iter().any(|r| r == needed), "missing {needed}");
+    }
+    assert_eq!(
+        resources.len(),
+        19,
+        "unexpected extra grants: {resources:?}"
+    );
+}
+
+#[test]
+fn the_deployment_is_hardened_and_highly_available() {
+    let objects = render(&InstallOptions::default());
+    let deployment = find(&objects, "Deployment", "raygate");
+    let spec = &deployment["spec"];
+    assert_eq!(spec["replicas"], 2);
+    let pod = &spec["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let container = &pod["containers"][0];
+    let security = &container["securityContext"];
+    assert_eq!(security["readOnlyRootFilesystem"], true);
+    assert_eq!(security["allowPrivilegeEscalation"], false);
+    assert_eq!(security["capabilities"]["drop"], json!(["ALL"]));
+    for kind in ["requests", "limits"] {
+        for resource in ["cpu", "memory"] {
+            assert!(
+                container["resources"][kind][resource].is_string(),
+                "{kind}.{resource}"
+            );
+        }
+    }
+    assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(
+        spec["selector"]["matchLabels"],
+        find(&objects, "PodDisruptionBudget", "raygate")["spec"]["selector"]["matchLabels"]
+    );
+    assert_eq!(
+        find(&objects, "PodDisruptionBudget", "raygate")["spec"]["minAvailable"],
+        1
+    );
+    assert_eq!(
+        spec["selector"]["matchLabels"],
+        find(&objects, "Service", "raygate")["spec"]["selector"]
+    );
+}
+
+#[test]
+fn webhooks_fail_closed_only_in_opted_in_namespaces_and_never_in_system_ones() {
+    let objects = render(&custom());
+    let mut seen = 0;
+    for kind in [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
+        for webhook in find(&objects, kind, "raygate")["webhooks"]
+            .as_array()
+            .unwrap()
+        {
+            seen += 1;
+            let name = webhook["name"].as_str().unwrap();
+            assert_eq!(webhook["sideEffects"], "None", "{name}");
+            assert!(webhook["timeoutSeconds"].as_i64().unwrap() <= 5, "{name}");
+            assert_eq!(webhook["admissionReviewVersions"], json!(["v1"]));
+            assert_eq!(webhook["clientConfig"]["service"]["namespace"], "ops");
+            if webhook["rules"][0]["scope"] == "Cluster" {
+                // raygate's own cluster-scoped QueuePolicies: no namespace to select.
+                assert_eq!(
+                    webhook["rules"][0]["apiGroups"],
+                    json!(["raygate.io"]),
+                    "{name}"
+                );
+                continue;
+            }
+            let expressions = webhook["namespaceSelector"]["matchExpressions"]
+                .as_array()
+                .unwrap();
+            assert!(
+                expressions.contains(&json!({"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "ops"]})),
+                "{name} must exclude kube-system and raygate's namespace"
+            );
+            let opted_in = expressions.contains(
+                &json!({"key": "raygate.io/scheduler", "operator": "In", "values": ["volcano"]}),
+            );
+            if webhook["failurePolicy"] == "Fail" {
+                assert!(
+                    opted_in,
+                    "{name} fails closed outside the opted-in namespaces"
+                );
+            }
+        }
+    }
+    assert_eq!(seen, 5);
+    let pods = &find(&objects, "MutatingWebhookConfiguration", "raygate")["webhooks"][0];
+    assert_eq!(pods["rules"][0]["resources"], json!(["pods"]));
+    assert_eq!(pods["failurePolicy"], "Fail");
+    let conditions: Vec<&str> = pods["matchConditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["expression"].as_str().unwrap())
+        .collect();
+    assert!(conditions[0].contains("'ray.io/node-type' in object.metadata.labels"));
+    assert!(conditions[1].contains("kubernetes.io/config.mirror"));
+}
+
+#[test]
+fn the_yaml_rendering_parses_back_to_the_objects() {
+    let yaml = render_yaml(&custom());
+    let documents = crate::input::parse_documents("install.yaml", &yaml).unwrap();
+    let values: Vec<Value> = documents.into_iter().map(|d| d.value).collect();
+    assert_eq!(values, render(&custom()));
+}

@@ -1,0 +1,54 @@
+//! `raygate convert`: migrate `ray.io` manifests between `v1alpha1` and `v1` offline.
+
+use std::io::{self, Write};
+
+use anyhow::Result;
+use clap::ValueEnum;
+use raygate_api::conversion::{self, RayVersion};
+
+use crate::{EXIT_INVALID, EXIT_VALID, read_inputs};
+
+/// The version to convert to.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Target {
+    /// `ray.io/v1` (stored; what KubeRay and raygate reconcile).
+    #[value(name = "ray.io/v1")]
+    V1,
+    /// `ray.io/v1alpha1` (deprecated; v1-only fields are kept in an annotation).
+    #[value(name = "ray.io/v1alpha1")]
+    V1alpha1,
+}
+
+/// Converts every RayJob and RayCluster of `files` to `target` and prints all documents as YAML,
+/// other kinds untouched. Nothing is printed when any document cannot be converted.
+pub fn run(files: &[String], target: Target) -> Result<u8> {
+    let documents = match read_inputs(files) {
+        Ok(documents) => documents,
+        Err(code) => return Ok(code),
+    };
+    let desired = match target {
+        Target::V1 => RayVersion::V1,
+        Target::V1alpha1 => RayVersion::V1alpha1,
+    };
+    let mut converted = Vec::with_capacity(documents.len());
+    let mut failed = false;
+    for (source, document) in documents {
+        match conversion::convert_documents(vec![document.value], desired) {
+            Ok(values) => converted.extend(values),
+            Err(errors) => {
+                failed = true;
+                for (_, e) in errors {
+                    eprintln!("error: {source}: document {}: {e}", document.index + 1);
+                }
+            }
+        }
+    }
+    if failed {
+        return Ok(EXIT_INVALID);
+    }
+    let mut out = io::stdout().lock();
+    for value in &converted {
+        write!(out, "---\n{}", serde_saphyr::to_string(value)?)?;
+    }
+    Ok(EXIT_VALID)
+}
