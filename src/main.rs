@@ -8,6 +8,8 @@ use std::io::{self, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod webhook;
+
 /// JSON trees are allocation-heavy; mimalloc validates large manifests markedly faster than the
 /// system allocator (see `cargo bench -p raygate-api --bench throughput`).
 #[global_allocator]
@@ -74,6 +76,16 @@ enum Command {
         /// directory (how `manifests/crds/` is refreshed), instead of printing them.
         #[arg(long, value_name = "DIR")]
         write: Option<PathBuf>,
+    },
+    /// Run the admission webhook server (TLS): Pod onboarding into Volcano gangs for
+    /// namespaces labelled `raygate.io/scheduler=volcano`, RayJob/RayCluster validation.
+    ///
+    /// Runs until SIGTERM or SIGINT, then drains in-flight reviews.
+    Webhook {
+        #[command(flatten)]
+        server: webhook::WebhookArgs,
+        #[command(flatten)]
+        rules: RuleOptions,
     },
     /// Print raygate's version and the upstream versions it is compatible with.
     Version,
@@ -146,6 +158,10 @@ fn run(cli: Cli) -> Result<u8> {
         } => validate(&files.files, output, &rules.context()),
         Command::Podgroup { files, output } => podgroups(&files.files, output),
         Command::Crds { write } => crds(write),
+        Command::Webhook { server, rules } => {
+            webhook::run(server, rules.context())?;
+            Ok(EXIT_VALID)
+        }
         Command::Version => {
             println!(
                 "raygate {} (ray.io/v1 compatible with KubeRay v1.7, Volcano scheduling.volcano.sh/v1beta1)",

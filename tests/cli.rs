@@ -292,4 +292,5 @@ fn crds_are_printed() {
     let text = stdout(&output);
     assert!(text.contains("name: rayjobs.ray.io"));
     assert!(text.contains("name: rayclusters.ray.io"));
+    assert!(text.contains("name: queuepolicies.raygate.io"));
 }

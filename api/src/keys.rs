@@ -47,6 +47,9 @@ pub const FT_ENABLED_ANNOTATION: &str = "ray.io/ft-enabled";
 /// Annotation with the legacy GCS fault-tolerance storage namespace (KubeRay).
 pub const EXTERNAL_STORAGE_NAMESPACE_ANNOTATION: &str = "ray.io/external-storage-namespace";
 
+/// Annotation the kubelet puts on mirror Pods of static Pods (Kubernetes).
+pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
 /// Finalizer on every RayJob the reconciler manages (KubeRay).
 pub const RAYJOB_FINALIZER: &str = "ray.io/rayjob-finalizer";
 /// `spec.managedBy` value of the KubeRay operator, which raygate's reconciler also honours.

@@ -13,7 +13,9 @@
 //! patches (reconciler), which touch only the fields raygate owns. Unknown fields therefore
 //! survive every raygate write, whatever version of the types raygate was built with.
 
+pub mod admission;
 pub mod check;
+pub mod conversion;
 pub mod crd;
 pub mod features;
 pub mod finding;
@@ -21,6 +23,7 @@ pub mod input;
 pub mod keys;
 pub mod onboarding;
 pub mod quantity;
+pub mod queue_policy;
 pub mod ray;
 pub mod sizing;
 pub mod validation;

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation, ReplaceOperation};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde_json::Value;
 
 use crate::keys;
@@ -59,6 +60,17 @@ pub fn originating_ray_job(labels: &Labels) -> Option<&str> {
         .flatten()
 }
 
+/// Whether a namespace with these labels opted into Volcano onboarding
+/// (`raygate.io/scheduler=volcano`).
+pub fn namespace_opted_in(namespace_labels: &Labels) -> bool {
+    label(namespace_labels, keys::NAMESPACE_OPT_IN_LABEL) == Some(keys::NAMESPACE_OPT_IN_VALUE)
+}
+
+/// Whether a Pod is a mirror Pod (kubelet-managed static Pod), which admission must not touch.
+pub fn is_mirror_pod(pod_annotations: &Labels) -> bool {
+    pod_annotations.contains_key(keys::MIRROR_POD_ANNOTATION)
+}
+
 /// The role of a Pod, or `None` when it is not a Ray Pod.
 pub fn ray_pod_role(pod_labels: &Labels) -> Option<RayPodRole> {
     match label(pod_labels, keys::RAY_NODE_TYPE_LABEL) {
@@ -78,13 +90,39 @@ pub fn gang_owner<'a>(
     pod_labels: &'a Labels,
     cluster_labels: Option<&'a Labels>,
 ) -> Option<&'a str> {
+    gang_owner_of_cluster_job(pod_labels, cluster_labels.and_then(originating_ray_job))
+}
+
+/// [`gang_owner`] when the caller already knows which RayJob, if any, created the Pod's
+/// RayCluster (see [`cluster_ray_job`]).
+pub fn gang_owner_of_cluster_job<'a>(
+    pod_labels: &'a Labels,
+    cluster_ray_job: Option<&'a str>,
+) -> Option<&'a str> {
     match ray_pod_role(pod_labels)? {
         RayPodRole::Submitter => originating_ray_job(pod_labels),
-        RayPodRole::Head | RayPodRole::Worker(_) => cluster_labels
-            .and_then(originating_ray_job)
+        RayPodRole::Head | RayPodRole::Worker(_) => cluster_ray_job
+            .filter(|job| !job.is_empty())
             .or_else(|| originating_ray_job(pod_labels))
             .or_else(|| label(pod_labels, keys::RAY_CLUSTER_LABEL)),
     }
+}
+
+/// The RayJob that created a RayCluster: its `ray.io` ownerReference of kind `RayJob` (set on
+/// every cluster KubeRay or raygate creates for a RayJob), else the originated-from labels.
+pub fn cluster_ray_job<'a>(
+    cluster_labels: &'a Labels,
+    owner_references: &'a [OwnerReference],
+) -> Option<&'a str> {
+    owner_references
+        .iter()
+        .find(|owner| {
+            owner.kind == "RayJob"
+                && owner.api_version.starts_with("ray.io/")
+                && !owner.name.is_empty()
+        })
+        .map(|owner| owner.name.as_str())
+        .or_else(|| originating_ray_job(cluster_labels))
 }
 
 /// Where a Pod belongs in Volcano, as the caller resolved it.
@@ -230,6 +268,28 @@ mod tests {
     }
 
     #[test]
+    fn only_the_exact_opt_in_label_opts_in() {
+        assert!(namespace_opted_in(&labels(&[(
+            "raygate.io/scheduler",
+            "volcano"
+        )])));
+        assert!(!namespace_opted_in(&labels(&[(
+            "raygate.io/scheduler",
+            "default"
+        )])));
+        assert!(!namespace_opted_in(&labels(&[(
+            "raygate.io/scheduler",
+            ""
+        )])));
+        assert!(!namespace_opted_in(&labels(&[])));
+        assert!(is_mirror_pod(&labels(&[(
+            "kubernetes.io/config.mirror",
+            "x"
+        )])));
+        assert!(!is_mirror_pod(&labels(&[])));
+    }
+
+    #[test]
     fn roles_come_from_kuberay_labels() {
         let head = labels(&[("ray.io/node-type", "head"), ("ray.io/cluster", "c")]);
         let worker = labels(&[("ray.io/node-type", "worker"), ("ray.io/group", "gpu")]);
@@ -275,6 +335,42 @@ mod tests {
         ]);
         assert_eq!(gang_owner(&submitter, None), Some("demo"));
         assert_eq!(gang_owner(&labels(&[]), None), None);
+    }
+
+    fn owner(api_version: &str, kind: &str, name: &str) -> OwnerReference {
+        OwnerReference {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            name: name.into(),
+            uid: "u".into(),
+            ..OwnerReference::default()
+        }
+    }
+
+    #[test]
+    fn a_cluster_belongs_to_the_rayjob_that_owns_it_or_is_labelled_with() {
+        let unlabelled = labels(&[]);
+        let owned = [owner("ray.io/v1", "RayJob", "demo")];
+        assert_eq!(cluster_ray_job(&unlabelled, &owned), Some("demo"));
+        let foreign = [
+            owner("example.com/v1", "RayJob", "other"),
+            owner("apps/v1", "Deployment", "d"),
+        ];
+        assert_eq!(cluster_ray_job(&unlabelled, &foreign), None);
+        let labelled = labels(&[
+            ("ray.io/originated-from-crd", "RayJob"),
+            ("ray.io/originated-from-cr-name", "from-label"),
+        ]);
+        assert_eq!(cluster_ray_job(&labelled, &[]), Some("from-label"));
+        assert_eq!(cluster_ray_job(&labelled, &owned), Some("demo"));
+        let pod = labels(&[
+            ("ray.io/node-type", "worker"),
+            ("ray.io/group", "g"),
+            ("ray.io/cluster", "c"),
+        ]);
+        assert_eq!(gang_owner_of_cluster_job(&pod, Some("demo")), Some("demo"));
+        assert_eq!(gang_owner_of_cluster_job(&pod, Some("")), Some("c"));
+        assert_eq!(gang_owner_of_cluster_job(&pod, None), Some("c"));
     }
 
     #[test]

@@ -10,6 +10,7 @@ use kube::CustomResourceExt;
 use serde_json::Value;
 
 use super::pattern::{CONDITION_REASON_PATTERN, CONDITION_TYPE_PATTERN, QUANTITY_PATTERN};
+use crate::queue_policy::QueuePolicy;
 use crate::ray::{v1, v1alpha1};
 
 /// How k8s-openapi describes `resource.Quantity`; used to recognise quantities before the
@@ -64,7 +65,7 @@ pub fn ray_crds() -> Vec<CustomResourceDefinition> {
 }
 
 /// The committed CRD files, embedded: `(file name, YAML)`, sorted by file name.
-pub(crate) const COMMITTED: [(&str, &str); 2] = [
+pub(crate) const COMMITTED: [(&str, &str); 3] = [
     (
         "ray.io_rayclusters.yaml",
         include_str!("../../../manifests/crds/ray.io_rayclusters.yaml"),
@@ -73,12 +74,20 @@ pub(crate) const COMMITTED: [(&str, &str); 2] = [
         "ray.io_rayjobs.yaml",
         include_str!("../../../manifests/crds/ray.io_rayjobs.yaml"),
     ),
+    (
+        QUEUE_POLICY_FILE,
+        include_str!("../../../manifests/crds/raygate.io_queuepolicies.yaml"),
+    ),
 ];
+
+/// File of raygate's own QueuePolicy CRD in `manifests/crds/`.
+pub(crate) const QUEUE_POLICY_FILE: &str = "raygate.io_queuepolicies.yaml";
 
 /// The embedded CRDs, parsed once.
 pub(crate) static CRDS: LazyLock<Vec<CustomResourceDefinition>> = LazyLock::new(|| {
     COMMITTED
         .iter()
+        .filter(|(name, _)| *name != QUEUE_POLICY_FILE)
         .map(|(name, yaml)| {
             // serde_yaml_ng straight into the typed CRD: a few times fewer instructions than
             // serde-saphyr through a `Value`, and paid by every CLI run and webhook start.
@@ -98,7 +107,35 @@ fn generated_crds() -> Vec<CustomResourceDefinition> {
     vec![
         assemble(v1::RayCluster::crd(), v1alpha1::RayCluster::crd()),
         assemble(v1::RayJob::crd(), v1alpha1::RayJob::crd()),
+        queue_policy_crd(),
     ]
+}
+
+/// raygate's own QueuePolicy CRD, as kube-derive generates it (descriptions kept: they are
+/// raygate's documentation for `kubectl explain`), with the Quantity type's long description
+/// replaced by the quantity pattern, and a root description.
+pub(crate) fn queue_policy_crd() -> CustomResourceDefinition {
+    let mut crd = QueuePolicy::crd();
+    for version in &mut crd.spec.versions {
+        let Some(root) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        else {
+            continue;
+        };
+        root.description = Some(
+            "QueuePolicy: which Volcano queues, priority classes and gang sizes the Ray objects of the selected namespaces may use (raygate)."
+                .to_owned(),
+        );
+        if let Some(Some(JSONSchemaPropsOrBool::Schema(quantity))) =
+            descend(root, &["spec", "maxMinResources"]).map(|n| n.additional_properties.as_mut())
+        {
+            quantity.description = None;
+            quantity.pattern = Some(QUANTITY_PATTERN.to_owned());
+        }
+    }
+    crd
 }
 
 /// Merges the single-version CRDs kube-derive generates into one two-version CRD.

@@ -1,0 +1,797 @@
+//! Table-driven tests of the admission rules: each rule is shown firing and not firing.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::finding::Severity;
+use crate::queue_policy::QueuePolicySpec;
+use crate::volcano::{QueueSpec, QueueStatus};
+
+fn queue(name: &str, state: Option<&str>, capability: &[(&str, &str)]) -> (String, Arc<Queue>) {
+    let mut queue = Queue::new(
+        name,
+        QueueSpec {
+            capability: (!capability.is_empty()).then(|| {
+                capability
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+                    .collect()
+            }),
+            ..QueueSpec::default()
+        },
+    );
+    queue.status = Some(QueueStatus {
+        state: state.map(str::to_string),
+        allocated: None,
+    });
+    (name.to_string(), Arc::new(queue))
+}
+
+fn queues() -> BTreeMap<String, Arc<Queue>> {
+    [
+        queue("default", Some("Open"), &[]),
+        queue("team-a", Some("Open"), &[("cpu", "8"), ("memory", "64Gi")]),
+        queue("team-b", Some("Open"), &[]),
+        queue("closed", Some("Closed"), &[]),
+        queue("closing", Some("Closing"), &[]),
+        queue("fresh", None, &[]),
+    ]
+    .into_iter()
+    .collect()
+}
+
+fn policy(name: &str, spec: Value) -> Arc<QueuePolicy> {
+    let spec: QueuePolicySpec = serde_json::from_value(spec).expect("policy spec");
+    Arc::new(QueuePolicy::new(name, spec))
+}
+
+fn namespace(opted_in: bool, queue_annotation: Option<&str>) -> ObjectMeta {
+    let mut labels = BTreeMap::from([("team".to_string(), "a".to_string())]);
+    if opted_in {
+        labels.insert(
+            keys::NAMESPACE_OPT_IN_LABEL.to_string(),
+            keys::NAMESPACE_OPT_IN_VALUE.to_string(),
+        );
+    }
+    ObjectMeta {
+        name: Some("ml".into()),
+        labels: Some(labels),
+        annotations: queue_annotation.map(|q| {
+            BTreeMap::from([(keys::NAMESPACE_QUEUE_ANNOTATION.to_string(), q.to_string())])
+        }),
+        ..ObjectMeta::default()
+    }
+}
+
+/// A cluster of one head (1 CPU, 2Gi) and `workers` workers (1 CPU, 1Gi each).
+fn cluster_spec(workers: i32) -> Value {
+    json!({"headGroupSpec": {"template": {"spec": {"containers": [
+        {"name": "head", "image": "rayproject/ray:2.60.0",
+         "resources": {"requests": {"cpu": "1", "memory": "2Gi"}}}]}}},
+           "workerGroupSpecs": [{"groupName": "w", "replicas": workers, "minReplicas": 0,
+                                 "maxReplicas": 100, "template": {"spec": {"containers": [
+        {"name": "w", "image": "rayproject/ray:2.60.0",
+         "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}}]})
+}
+
+fn labelled(mut object: Value, labels: &[(&str, &str)]) -> Value {
+    if !labels.is_empty() {
+        object["metadata"]["labels"] = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), Value::from(*v)))
+            .collect::<serde_json::Map<_, _>>()
+            .into();
+    }
+    object
+}
+
+/// A RayJob in HTTPMode (no submitter resources) with `workers` workers.
+fn job(labels: &[(&str, &str)], workers: i32) -> Value {
+    labelled(
+        json!({"apiVersion": "ray.io/v1", "kind": "RayJob",
+               "metadata": {"name": "demo", "namespace": "ml"},
+               "spec": {"entrypoint": "python x.py", "submissionMode": "HTTPMode",
+                        "rayClusterSpec": cluster_spec(workers)}}),
+        labels,
+    )
+}
+
+fn cluster(labels: &[(&str, &str)], workers: i32) -> Value {
+    labelled(
+        json!({"apiVersion": "ray.io/v1", "kind": "RayCluster",
+               "metadata": {"name": "demo", "namespace": "ml"}, "spec": cluster_spec(workers)}),
+        labels,
+    )
+}
+
+fn with_status(mut object: Value, deployment: &str, cluster: &str) -> Value {
+    object["status"] = json!({"jobDeploymentStatus": deployment, "rayClusterName": cluster});
+    object
+}
+
+struct Case {
+    name: &'static str,
+    operation: Operation,
+    object: Value,
+    old: Option<Value>,
+    namespace: ObjectMeta,
+    policies: Vec<Arc<QueuePolicy>>,
+}
+
+impl Case {
+    fn create(name: &'static str, object: Value) -> Self {
+        Case {
+            name,
+            operation: Operation::Create,
+            object,
+            old: None,
+            namespace: namespace(true, None),
+            policies: Vec::new(),
+        }
+    }
+
+    fn update(name: &'static str, old: Value, object: Value) -> Self {
+        Case {
+            operation: Operation::Update,
+            old: Some(old),
+            ..Case::create(name, object)
+        }
+    }
+
+    fn ns(mut self, namespace: ObjectMeta) -> Self {
+        self.namespace = namespace;
+        self
+    }
+
+    fn policies(mut self, policies: Vec<Arc<QueuePolicy>>) -> Self {
+        self.policies = policies;
+        self
+    }
+
+    fn review(&self) -> Admission {
+        let queues = queues();
+        let ctx = ValidationContext::default();
+        review_ray_object(RayObjectReview {
+            operation: self.operation,
+            object: self.object.clone(),
+            old_object: self.old.clone(),
+            namespace: &self.namespace,
+            queues: &queues,
+            policies: &self.policies,
+            context: &ctx,
+        })
+    }
+}
+
+/// `(case, rule, expected severity or None when the rule must not fire)`.
+fn check_table(table: Vec<(Case, &str, Option<Severity>)>) {
+    for (case, rule, expected) in table {
+        let admission = case.review();
+        let fired: Vec<&Finding> = admission
+            .findings
+            .iter()
+            .filter(|f| f.rule == rule)
+            .collect();
+        match expected {
+            None => assert!(fired.is_empty(), "{}: {rule} fired: {fired:?}", case.name),
+            Some(severity) => {
+                assert!(
+                    !fired.is_empty(),
+                    "{}: {rule} did not fire; findings: {:?}",
+                    case.name,
+                    admission.findings
+                );
+                assert!(
+                    fired.iter().all(|f| f.severity == severity),
+                    "{}: {rule} has the wrong severity: {fired:?}",
+                    case.name
+                );
+                assert_eq!(
+                    admission.allowed(),
+                    !admission.findings.iter().any(Finding::is_error),
+                    "{}",
+                    case.name
+                );
+            }
+        }
+    }
+}
+
+const Q: &str = keys::QUEUE_LABEL;
+const P: &str = keys::PRIORITY_CLASS_LABEL;
+const ERROR: Option<Severity> = Some(Severity::Error);
+const WARNING: Option<Severity> = Some(Severity::Warning);
+
+#[test]
+fn volcano_queue_rules() {
+    check_table(vec![
+        (
+            Case::create("missing queue", job(&[(Q, "nope")], 1)),
+            rules::VOLCANO_QUEUE_MISSING,
+            ERROR,
+        ),
+        (
+            Case::create("existing queue", job(&[(Q, "team-b")], 1)),
+            rules::VOLCANO_QUEUE_MISSING,
+            None,
+        ),
+        (
+            Case::create("missing queue, not opted in", job(&[(Q, "nope")], 1))
+                .ns(namespace(false, None)),
+            rules::VOLCANO_QUEUE_MISSING,
+            None,
+        ),
+        (
+            Case::create("closed queue", job(&[(Q, "closed")], 1)),
+            rules::VOLCANO_QUEUE_NOT_OPEN,
+            ERROR,
+        ),
+        (
+            Case::create("closing queue", cluster(&[(Q, "closing")], 1)),
+            rules::VOLCANO_QUEUE_NOT_OPEN,
+            ERROR,
+        ),
+        (
+            Case::create("open queue", job(&[(Q, "team-b")], 1)),
+            rules::VOLCANO_QUEUE_NOT_OPEN,
+            None,
+        ),
+        (
+            Case::create("unset state", job(&[(Q, "fresh")], 1)),
+            rules::VOLCANO_QUEUE_STATE_UNSET,
+            WARNING,
+        ),
+        (
+            Case::create("set state", job(&[(Q, "team-b")], 1)),
+            rules::VOLCANO_QUEUE_STATE_UNSET,
+            None,
+        ),
+        (
+            Case::create("gang above capability", job(&[(Q, "team-a")], 8)),
+            rules::VOLCANO_GANG_EXCEEDS_CAPABILITY,
+            ERROR,
+        ),
+        (
+            Case::create("gang at capability", job(&[(Q, "team-a")], 7)),
+            rules::VOLCANO_GANG_EXCEEDS_CAPABILITY,
+            None,
+        ),
+        (
+            Case::create("no label: the default queue is checked", job(&[], 1)),
+            rules::VOLCANO_QUEUE_MISSING,
+            None,
+        ),
+    ]);
+}
+
+#[test]
+fn cluster_selector_is_refused_only_with_gang_scheduling() {
+    let mut selector = job(&[(Q, "team-b")], 1);
+    selector["spec"] = json!({"entrypoint": "python x.py", "submissionMode": "HTTPMode",
+                              "clusterSelector": {"ray.io/cluster": "shared"}});
+    check_table(vec![
+        (
+            Case::create("selector, opted in", selector.clone()),
+            rules::VOLCANO_CLUSTER_SELECTOR,
+            ERROR,
+        ),
+        (
+            Case::create("selector, not opted in", selector).ns(namespace(false, None)),
+            rules::VOLCANO_CLUSTER_SELECTOR,
+            None,
+        ),
+        (
+            Case::create("own cluster", job(&[(Q, "team-b")], 1)),
+            rules::VOLCANO_CLUSTER_SELECTOR,
+            None,
+        ),
+    ]);
+}
+
+#[test]
+fn capability_message_names_resource_and_excess() {
+    let admission = Case::create("big", job(&[(Q, "team-a")], 10)).review();
+    assert!(!admission.allowed());
+    assert_eq!(
+        admission.denial().as_deref(),
+        Some(
+            "spec.rayClusterSpec: the gang needs cpu 11 but queue \"team-a\" has capability cpu 8 (3 over): Volcano can never admit this PodGroup; shrink the cluster or choose a bigger queue"
+        )
+    );
+}
+
+#[test]
+fn closed_queue_message() {
+    let admission = Case::create("closed", job(&[(Q, "closed")], 1)).review();
+    assert_eq!(
+        admission.denial().as_deref(),
+        Some(
+            "metadata.labels[volcano.sh/queue-name]: queue \"closed\" is Closed: Volcano admits new PodGroups only to an Open queue; choose another queue or reopen it"
+        )
+    );
+}
+
+fn allow_a() -> Arc<QueuePolicy> {
+    policy(
+        "allow-a",
+        json!({"allowedQueues": ["team-a", "fresh"], "defaultQueue": "team-a"}),
+    )
+}
+
+#[test]
+fn policy_rules_deny_and_warn() {
+    let warn = |name: &str, spec: Value| {
+        let mut spec = spec;
+        spec["enforcement"] = json!("Warn");
+        policy(name, spec)
+    };
+    let limits = json!({"maxMinMember": 3, "maxMinResources": {"cpu": "3", "memory": "100Gi"}});
+    let priorities = json!({"allowedPriorityClasses": ["high"]});
+    let required = json!({"requireQueue": true});
+    check_table(vec![
+        (
+            Case::create("queue not allowed", job(&[(Q, "team-b")], 1)).policies(vec![allow_a()]),
+            rules::POLICY_QUEUE_NOT_ALLOWED,
+            ERROR,
+        ),
+        (
+            Case::create("queue allowed", job(&[(Q, "team-a")], 1)).policies(vec![allow_a()]),
+            rules::POLICY_QUEUE_NOT_ALLOWED,
+            None,
+        ),
+        (
+            Case::create("queue not allowed, Warn", job(&[(Q, "team-b")], 1)).policies(vec![
+                warn("audit", json!({"allowedQueues": ["team-a"]})),
+            ]),
+            rules::POLICY_QUEUE_NOT_ALLOWED,
+            WARNING,
+        ),
+        (
+            Case::create("queue not allowed, policy selects other namespaces", job(&[(Q, "team-b")], 1))
+                .policies(vec![policy(
+                    "other",
+                    json!({"allowedQueues": ["team-a"], "namespaceSelector": {"matchLabels": {"team": "z"}}}),
+                )]),
+            rules::POLICY_QUEUE_NOT_ALLOWED,
+            None,
+        ),
+        (
+            Case::create("queue not allowed, namespace not opted in", job(&[(Q, "team-b")], 1))
+                .ns(namespace(false, None))
+                .policies(vec![allow_a()]),
+            rules::POLICY_QUEUE_NOT_ALLOWED,
+            None,
+        ),
+        (
+            Case::create("implicit default queue not allowed", job(&[], 1)).policies(vec![policy(
+                "strict",
+                json!({"allowedQueues": ["team-a"]}),
+            )]),
+            rules::POLICY_QUEUE_NOT_ALLOWED,
+            ERROR,
+        ),
+        (
+            Case::create("queue required", job(&[], 1)).policies(vec![policy("r", required.clone())]),
+            rules::POLICY_QUEUE_REQUIRED,
+            ERROR,
+        ),
+        (
+            Case::create("queue required and given", job(&[(Q, "team-b")], 1))
+                .policies(vec![policy("r", required.clone())]),
+            rules::POLICY_QUEUE_REQUIRED,
+            None,
+        ),
+        (
+            Case::create("queue required and defaulted", job(&[], 1))
+                .ns(namespace(true, Some("team-b")))
+                .policies(vec![policy("r", required)]),
+            rules::POLICY_QUEUE_REQUIRED,
+            None,
+        ),
+        (
+            Case::create("priority not allowed", job(&[(Q, "team-b"), (P, "low")], 1))
+                .policies(vec![policy("p", priorities.clone())]),
+            rules::POLICY_PRIORITY_CLASS_NOT_ALLOWED,
+            ERROR,
+        ),
+        (
+            Case::create("priority allowed", job(&[(Q, "team-b"), (P, "high")], 1))
+                .policies(vec![policy("p", priorities.clone())]),
+            rules::POLICY_PRIORITY_CLASS_NOT_ALLOWED,
+            None,
+        ),
+        (
+            Case::create("no priority label", job(&[(Q, "team-b")], 1))
+                .policies(vec![policy("p", priorities)]),
+            rules::POLICY_PRIORITY_CLASS_NOT_ALLOWED,
+            None,
+        ),
+        (
+            Case::create("minMember above limit", job(&[(Q, "team-b")], 3))
+                .policies(vec![policy("l", limits.clone())]),
+            rules::POLICY_MAX_MIN_MEMBER,
+            ERROR,
+        ),
+        (
+            Case::create("minMember at limit", job(&[(Q, "team-b")], 2))
+                .policies(vec![policy("l", limits.clone())]),
+            rules::POLICY_MAX_MIN_MEMBER,
+            None,
+        ),
+        (
+            Case::create("cpu above limit", cluster(&[(Q, "team-b")], 3))
+                .policies(vec![policy("l", limits.clone())]),
+            rules::POLICY_MAX_MIN_RESOURCES,
+            ERROR,
+        ),
+        (
+            Case::create("cpu at limit", cluster(&[(Q, "team-b")], 2))
+                .policies(vec![policy("l", limits.clone())]),
+            rules::POLICY_MAX_MIN_RESOURCES,
+            None,
+        ),
+        (
+            Case::create("cpu above limit, Warn", cluster(&[(Q, "team-b")], 3))
+                .policies(vec![warn("l", limits)]),
+            rules::POLICY_MAX_MIN_RESOURCES,
+            WARNING,
+        ),
+    ]);
+}
+
+#[test]
+fn every_matching_deny_policy_must_allow() {
+    let both = vec![
+        policy("a", json!({"allowedQueues": ["team-a", "team-b"]})),
+        policy(
+            "b",
+            json!({"allowedQueues": ["team-b"], "enforcement": "Deny"}),
+        ),
+    ];
+    let denied = Case::create("a allows, b denies", job(&[(Q, "team-a")], 1))
+        .policies(both.clone())
+        .review();
+    assert!(!denied.allowed());
+    let by: Vec<&str> = denied
+        .findings
+        .iter()
+        .filter(|f| f.rule == rules::POLICY_QUEUE_NOT_ALLOWED)
+        .map(|f| f.message.as_str())
+        .collect();
+    assert_eq!(by.len(), 1, "{by:?}");
+    assert!(by[0].contains("QueuePolicy \"b\""), "{by:?}");
+    let allowed = Case::create("both allow", job(&[(Q, "team-b")], 1))
+        .policies(both)
+        .review();
+    assert!(allowed.allowed(), "{:?}", allowed.findings);
+}
+
+#[test]
+fn warn_mode_only_warns() {
+    let audit = policy(
+        "audit",
+        json!({"allowedQueues": ["team-a"], "maxMinMember": 1, "enforcement": "Warn"}),
+    );
+    let admission = Case::create("audit", job(&[(Q, "team-b")], 2))
+        .policies(vec![audit])
+        .review();
+    assert!(admission.allowed(), "{:?}", admission.findings);
+    assert_eq!(admission.denial(), None);
+    let warnings = admission.warnings();
+    assert!(
+        warnings.contains(&"metadata.labels[volcano.sh/queue-name]: queue \"team-b\" is not allowed in namespace \"ml\" by QueuePolicy \"audit\" (allowed: team-a) (QueuePolicy \"audit\" is in Warn mode: admitted)".to_string()),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w
+                .starts_with("spec.rayClusterSpec: the gang's minMember 3 exceeds maxMinMember 1")),
+        "{warnings:?}"
+    );
+}
+
+fn patched(admission: &Admission, object: &Value) -> Value {
+    let mut object = object.clone();
+    json_patch::patch(&mut object, admission.patch.as_ref().expect("a patch")).expect("applies");
+    object
+}
+
+#[test]
+fn queue_defaulting() {
+    // Namespace annotation wins over the policy's default.
+    let object = job(&[], 1);
+    let admission = Case::create("annotation", object.clone())
+        .ns(namespace(true, Some("team-b")))
+        .policies(vec![policy("d", json!({"defaultQueue": "team-a"}))])
+        .review();
+    assert!(admission.allowed(), "{:?}", admission.findings);
+    assert_eq!(
+        patched(&admission, &object)["metadata"]["labels"][Q],
+        "team-b"
+    );
+
+    // Policy default when the namespace has none; an existing labels map is extended.
+    let object = job(&[("app", "x")], 1);
+    let admission = Case::create("policy", object.clone())
+        .policies(vec![allow_a()])
+        .review();
+    assert!(admission.allowed(), "{:?}", admission.findings);
+    let after = patched(&admission, &object);
+    assert_eq!(after["metadata"]["labels"][Q], "team-a");
+    assert_eq!(after["metadata"]["labels"]["app"], "x");
+
+    // An empty label counts as unset and is replaced.
+    let object = job(&[(Q, "")], 1);
+    let admission = Case::create("empty", object.clone())
+        .ns(namespace(true, Some("team-b")))
+        .review();
+    assert_eq!(
+        patched(&admission, &object)["metadata"]["labels"][Q],
+        "team-b"
+    );
+
+    // Rules see the defaulted queue: a closed default is refused, with its origin.
+    let admission = Case::create("closed default", job(&[], 1))
+        .ns(namespace(true, Some("closed")))
+        .review();
+    assert!(
+        admission.denial().is_some_and(|d| d.contains(
+            "(defaulted from the namespace annotation scheduling.volcano.sh/queue-name)"
+        )),
+        "{:?}",
+        admission.findings
+    );
+
+    // Never: a labelled object, an UPDATE, a namespace that is not opted in, a RayCluster that
+    // belongs to a RayJob, a namespace without any default.
+    let none = [
+        Case::create("labelled", job(&[(Q, "team-b")], 1)).ns(namespace(true, Some("team-a"))),
+        Case::update("update", job(&[], 1), job(&[], 1)).ns(namespace(true, Some("team-a"))),
+        Case::create("not opted in", job(&[], 1)).ns(namespace(false, Some("team-a"))),
+        Case::create(
+            "owned cluster",
+            cluster(
+                &[
+                    (keys::ORIGINATED_FROM_CRD_LABEL, "RayJob"),
+                    (keys::ORIGINATED_FROM_CR_NAME_LABEL, "demo"),
+                ],
+                1,
+            ),
+        )
+        .ns(namespace(true, Some("team-a"))),
+        Case::create("no default", job(&[], 1)),
+    ];
+    for case in none {
+        assert_eq!(case.review().patch, None, "{}", case.name);
+    }
+}
+
+#[test]
+fn conflicting_policy_defaults_warn_and_the_first_by_name_wins() {
+    let object = job(&[], 1);
+    let admission = Case::create("conflict", object.clone())
+        .policies(vec![
+            policy("zz", json!({"defaultQueue": "team-b"})),
+            policy("aa", json!({"defaultQueue": "team-a"})),
+        ])
+        .review();
+    assert_eq!(
+        patched(&admission, &object)["metadata"]["labels"][Q],
+        "team-a"
+    );
+    assert!(
+        admission
+            .findings
+            .iter()
+            .any(|f| f.rule == rules::POLICY_DEFAULT_QUEUE_CONFLICT && !f.is_error())
+    );
+}
+
+#[test]
+fn live_cluster_from_status() {
+    let job = |status: &str, cluster: &str, shutdown: bool| {
+        let mut j = with_status(job(&[], 1), status, cluster);
+        j["spec"]["shutdownAfterJobFinishes"] = json!(shutdown);
+        j
+    };
+    for status in [
+        "Initializing",
+        "Waiting",
+        "Running",
+        "Suspending",
+        "Retrying",
+    ] {
+        assert!(live_cluster(&job(status, "c", true)).is_some(), "{status}");
+    }
+    for status in ["Complete", "Failed"] {
+        assert!(live_cluster(&job(status, "c", false)).is_some(), "{status}");
+        assert!(live_cluster(&job(status, "c", true)).is_none(), "{status}");
+    }
+    for status in ["", "Suspended", "ValidationFailed"] {
+        assert!(live_cluster(&job(status, "c", false)).is_none(), "{status}");
+    }
+    assert!(live_cluster(&job("Running", "", false)).is_none());
+    assert_eq!(
+        live_cluster(&job("Running", "demo-abc", false)),
+        Some(LiveCluster {
+            name: "demo-abc".into(),
+            deployment_status: "Running".into()
+        })
+    );
+}
+
+#[test]
+fn update_rules() {
+    let running = |labels: &[(&str, &str)]| with_status(job(labels, 1), "Running", "demo-x");
+    let suspended = |labels: &[(&str, &str)]| with_status(job(labels, 1), "Suspended", "demo-x");
+    let mut resized = running(&[(Q, "team-b")]);
+    resized["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] = json!(2);
+    check_table(vec![
+        (
+            Case::update(
+                "queue change, live",
+                running(&[(Q, "team-b")]),
+                running(&[(Q, "team-a")]),
+            ),
+            rules::QUEUE_LABEL_IMMUTABLE,
+            ERROR,
+        ),
+        (
+            Case::update(
+                "queue removed, live",
+                running(&[(Q, "team-b")]),
+                running(&[]),
+            ),
+            rules::QUEUE_LABEL_IMMUTABLE,
+            ERROR,
+        ),
+        (
+            Case::update(
+                "queue unchanged, live",
+                running(&[(Q, "team-b")]),
+                running(&[(Q, "team-b")]),
+            ),
+            rules::QUEUE_LABEL_IMMUTABLE,
+            None,
+        ),
+        (
+            Case::update(
+                "queue change, suspended",
+                suspended(&[(Q, "team-b")]),
+                suspended(&[(Q, "team-a")]),
+            ),
+            rules::QUEUE_LABEL_IMMUTABLE,
+            None,
+        ),
+        (
+            Case::update(
+                "queue change, not opted in",
+                running(&[(Q, "team-b")]),
+                running(&[(Q, "team-a")]),
+            )
+            .ns(namespace(false, None)),
+            rules::QUEUE_LABEL_IMMUTABLE,
+            None,
+        ),
+        (
+            Case::update(
+                "queue change, standalone cluster",
+                cluster(&[(Q, "team-b")], 1),
+                cluster(&[(Q, "team-a")], 1),
+            ),
+            rules::QUEUE_LABEL_IMMUTABLE,
+            ERROR,
+        ),
+        (
+            Case::update(
+                "priority change, live",
+                running(&[(Q, "team-b"), (P, "a")]),
+                running(&[(Q, "team-b"), (P, "b")]),
+            ),
+            rules::PRIORITY_LABEL_IMMUTABLE,
+            ERROR,
+        ),
+        (
+            Case::update(
+                "priority unchanged, live",
+                running(&[(Q, "team-b"), (P, "a")]),
+                running(&[(Q, "team-b"), (P, "a")]),
+            ),
+            rules::PRIORITY_LABEL_IMMUTABLE,
+            None,
+        ),
+        (
+            Case::update(
+                "cluster spec change, started",
+                running(&[(Q, "team-b")]),
+                resized,
+            ),
+            rules::RAYJOB_CLUSTER_SPEC_CHANGE_IGNORED,
+            WARNING,
+        ),
+        (
+            Case::update(
+                "cluster spec change, new",
+                job(&[(Q, "team-b")], 1),
+                job(&[(Q, "team-b")], 2),
+            ),
+            rules::RAYJOB_CLUSTER_SPEC_CHANGE_IGNORED,
+            None,
+        ),
+    ]);
+}
+
+#[test]
+fn queue_label_change_message() {
+    let old = with_status(job(&[(Q, "team-b")], 1), "Running", "demo-x");
+    let new = with_status(job(&[(Q, "team-a")], 1), "Running", "demo-x");
+    let admission = Case::update("change", old, new).review();
+    assert_eq!(
+        admission.denial().as_deref(),
+        Some(
+            "metadata.labels[volcano.sh/queue-name]: cannot change from \"team-b\" to \"team-a\" while the RayJob has a live RayCluster \"demo-x\" (status.jobDeploymentStatus Running): its PodGroup keeps the value it was created with; delete and re-create the RayJob to change it"
+        )
+    );
+}
+
+#[test]
+fn errors_the_old_object_had_are_ratcheted_to_warnings() {
+    // The queue was closed after the RayJob was admitted: adding a finalizer must still work.
+    let old = with_status(job(&[(Q, "closed")], 1), "Running", "demo-x");
+    let mut new = old.clone();
+    new["metadata"]["finalizers"] = json!([keys::RAYJOB_FINALIZER]);
+    let admission = Case::update("finalizer", old.clone(), new).review();
+    assert!(admission.allowed(), "{:?}", admission.findings);
+    assert!(
+        admission
+            .findings
+            .iter()
+            .any(|f| f.rule == rules::VOLCANO_QUEUE_NOT_OPEN && !f.is_error())
+    );
+    // A new violation is still an error: the old object was fine, the new one is not.
+    let old = job(&[(Q, "team-a")], 1);
+    let admission = Case::update("grow", old, job(&[(Q, "team-a")], 20)).review();
+    assert!(!admission.allowed());
+}
+
+#[test]
+fn foundation_rules_still_apply() {
+    let mut broken = job(&[(Q, "team-b")], 1);
+    broken["spec"]["suspend"] = json!(true);
+    let admission = Case::create("suspend", broken).review();
+    assert!(!admission.allowed());
+    assert!(
+        admission
+            .denial()
+            .is_some_and(|d| d.contains("shutdownAfterJobFinishes set to false")),
+        "{:?}",
+        admission.denial()
+    );
+}
+
+#[test]
+fn other_kinds_are_refused_with_a_reason() {
+    let admission = Case::create("pod", json!({"apiVersion": "v1", "kind": "Pod"})).review();
+    assert_eq!(
+        admission.denial().as_deref(),
+        Some(
+            "raygate reviews only ray.io/v1 and ray.io/v1alpha1 RayJobs and RayClusters, not v1 Pod"
+        )
+    );
+    let admission = Case::create("garbage", json!(42)).review();
+    assert!(!admission.allowed());
+}
+
+#[test]
+fn rule_names_are_unique() {
+    let mut names = rules::ALL.to_vec();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), rules::ALL.len());
+}

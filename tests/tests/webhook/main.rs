@@ -1,0 +1,130 @@
+//! raygate's admission webhook on the real control plane (`tests/env/control-plane up` runs it
+//! and registers it): `kubectl apply` of the examples, server-side dry run, Pod onboarding into
+//! Volcano gangs, untouched unlabelled namespaces, and what an outage does.
+//! Run inside the environment: `tests/env/control-plane exec -- cargo test -p raygate-e2e --test webhook`.
+
+mod examples;
+mod outage;
+mod pods;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Output;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use raygate_e2e::TestNamespace;
+use serde_json::{Value, json};
+use tokio::sync::{RwLock, RwLockReadGuard};
+
+/// Generous bound for anything a controller or scheduler does (they act within seconds).
+const SETTLE: Duration = Duration::from_secs(90);
+
+/// The outage test stops the webhook, which would fail every other test of this binary that
+/// runs meanwhile: they share the webhook (read), the outage test takes it alone (write).
+static WEBHOOK: RwLock<()> = RwLock::const_new(());
+
+/// Holds the webhook up for the duration of a test.
+async fn webhook_up() -> RwLockReadGuard<'static, ()> {
+    WEBHOOK.read().await
+}
+
+/// The namespace label that opts into Volcano onboarding.
+const OPT_IN: (&str, &str) = ("raygate.io/scheduler", "volcano");
+
+/// `tests/env/control-plane`.
+fn control_plane() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("env/control-plane")
+}
+
+/// Runs `kubectl ARGS...` with the environment's kubeconfig.
+async fn kubectl(args: &[&str]) -> Output {
+    tokio::process::Command::new("kubectl")
+        .args(args)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("running kubectl {args:?}: {e}"))
+}
+
+fn ray_resource(kind: &str) -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk("ray.io", "v1", kind))
+}
+
+/// Creates a `ray.io/v1` object from JSON in the namespace.
+async fn create_ray_object(ns: &TestNamespace, object: Value) -> DynamicObject {
+    let kind = object["kind"].as_str().expect("kind").to_string();
+    let object: DynamicObject = serde_json::from_value(object).expect("a ray.io object");
+    kube::Api::<DynamicObject>::namespaced_with(ns.client(), ns.name(), &ray_resource(&kind))
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap_or_else(|e| panic!("creating {kind} in {}: {e}", ns.name()))
+}
+
+/// A small RayCluster: a head and a worker group `cpu` of `workers` replicas, 1 CPU each.
+fn ray_cluster(name: &str, workers: i32, labels: Value) -> Value {
+    let container = |name: &str| {
+        json!({"name": name, "image": "rayproject/ray:2.60.0",
+               "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}})
+    };
+    json!({
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "rayVersion": "2.60.0",
+            "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [container("ray-head")]}}},
+            "workerGroupSpecs": [{
+                "groupName": "cpu", "replicas": workers, "minReplicas": workers, "maxReplicas": workers,
+                "rayStartParams": {},
+                "template": {"spec": {"containers": [container("ray-worker")]}}
+            }]
+        }
+    })
+}
+
+/// A Pod as KubeRay creates it for `cluster`: labelled `ray.io/cluster`, `ray.io/node-type`
+/// and `ray.io/group`, owned by the RayCluster, with no scheduler set.
+fn kuberay_pod(cluster: &DynamicObject, name: &str, node_type: &str, group: &str) -> Pod {
+    let cluster_name = cluster.metadata.name.clone().expect("cluster name");
+    serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "ray.io/cluster": cluster_name,
+                "ray.io/node-type": node_type,
+                "ray.io/group": group,
+                "app.kubernetes.io/created-by": "kuberay-operator",
+            },
+            "ownerReferences": [{
+                "apiVersion": "ray.io/v1", "kind": "RayCluster", "name": cluster_name,
+                "uid": cluster.metadata.uid.clone().expect("cluster uid"),
+                "controller": true, "blockOwnerDeletion": true,
+            }],
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": format!("ray-{node_type}"), "image": "rayproject/ray:2.60.0",
+                            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+        },
+    }))
+    .expect("a Pod")
+}
+
+fn annotations(pod: &Pod) -> BTreeMap<String, String> {
+    pod.metadata.annotations.clone().unwrap_or_default()
+}
+
+fn labels(pod: &Pod) -> BTreeMap<String, String> {
+    pod.metadata.labels.clone().unwrap_or_default()
+}
+
+fn string_map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+        .collect()
+}

@@ -1,0 +1,98 @@
+//! With the webhook down, Ray Pod creation in opted-in namespaces fails visibly (failurePolicy
+//! Fail), while other Pods and other namespaces are unaffected; after a restart it works again.
+
+use std::panic::AssertUnwindSafe;
+
+use futures::FutureExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::PostParams;
+use raygate_e2e::{Env, TestNamespace};
+use serde_json::json;
+
+use super::{
+    OPT_IN, WEBHOOK, annotations, control_plane, create_ray_object, kuberay_pod, ray_cluster,
+};
+
+/// `tests/env/control-plane webhook stop|start`, which runs inside the namespace too.
+async fn webhook(action: &str) {
+    let output = tokio::process::Command::new(control_plane())
+        .args(["webhook", action])
+        .kill_on_drop(true)
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("running control-plane webhook {action}: {e}"));
+    assert!(
+        output.status.success(),
+        "control-plane webhook {action} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn plain_pod(name: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn with_the_webhook_down_only_ray_pods_in_opted_in_namespaces_are_refused() {
+    let _alone = WEBHOOK.write().await;
+    let env = Env::load();
+    let opted_in = TestNamespace::with_labels(&env, "webhook-outage", &[OPT_IN]).await;
+    let plain = TestNamespace::new(&env, "webhook-outage-plain").await;
+    let opted_cluster = create_ray_object(&opted_in, ray_cluster("down", 1, json!({}))).await;
+    let plain_cluster = create_ray_object(&plain, ray_cluster("down", 1, json!({}))).await;
+
+    webhook("stop").await;
+    let outcome = AssertUnwindSafe(async {
+        let refused = opted_in
+            .api::<Pod>()
+            .create(
+                &PostParams::default(),
+                &kuberay_pod(&opted_cluster, "down-head", "head", "headgroup"),
+            )
+            .await
+            .expect_err("a Ray Pod in an opted-in namespace is refused while the webhook is down");
+        let message = refused.to_string();
+        assert!(
+            message.contains("failed calling webhook \"pods.raygate.io\""),
+            "{message}"
+        );
+        opted_in
+            .api::<Pod>()
+            .create(&PostParams::default(), &plain_pod("web"))
+            .await
+            .expect("a non-Ray Pod in the opted-in namespace is not affected");
+        plain
+            .api::<Pod>()
+            .create(
+                &PostParams::default(),
+                &kuberay_pod(&plain_cluster, "down-head", "head", "headgroup"),
+            )
+            .await
+            .expect("a Ray Pod in an unlabelled namespace is not affected");
+    })
+    .catch_unwind()
+    .await;
+    webhook("start").await;
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+
+    let head = opted_in
+        .api::<Pod>()
+        .create(
+            &PostParams::default(),
+            &kuberay_pod(&opted_cluster, "down-head", "head", "headgroup"),
+        )
+        .await
+        .expect("after the restart the Ray Pod is admitted");
+    assert_eq!(
+        annotations(&head)
+            .get("scheduling.k8s.io/group-name")
+            .map(String::as_str),
+        Some("ray-down-pg")
+    );
+}

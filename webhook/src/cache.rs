@@ -1,0 +1,385 @@
+//! Informer caches of what admission decisions depend on: Namespaces (opt-in label, default
+//! queue), RayClusters and RayJobs (a Pod's gang owner and its queue and priority labels),
+//! Volcano Queues and raygate's QueuePolicies (Ray object admission rules).
+//!
+//! Lookups read the cache first. A miss falls back to one GET against the API server when a
+//! client is configured: a Pod is often created milliseconds after its RayCluster, before the
+//! watch event arrives, and guessing the owner from a stale cache would put the Pod in the
+//! wrong gang.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{PartialObjectMeta, PartialObjectMetaExt};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client, Resource};
+use raygate_api::queue_policy::QueuePolicy;
+use raygate_api::ray::v1::{RayCluster, RayJob};
+use raygate_api::volcano::Queue;
+
+/// Labels or annotations of an object.
+pub type StringMap = BTreeMap<String, String>;
+
+/// How long a fallback GET may take before the lookup fails.
+const FALLBACK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Why a lookup failed (only fallback GETs can fail).
+#[derive(Debug, thiserror::Error)]
+pub enum LookupError {
+    /// The API server answered with an error.
+    #[error("cannot read {what} from the API server: {source}")]
+    Api {
+        /// e.g. `RayCluster ns/name`.
+        what: String,
+        /// The client's error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The API server did not answer in time.
+    #[error("cannot read {what} from the API server: no answer within {FALLBACK_TIMEOUT:?}")]
+    Timeout {
+        /// e.g. `RayCluster ns/name`.
+        what: String,
+    },
+}
+
+/// The health of one informer cache: synced once, and when it last heard from the API server.
+#[derive(Debug)]
+pub struct CacheStatus {
+    name: &'static str,
+    synced: AtomicBool,
+    last_heard: Mutex<Option<Instant>>,
+}
+
+impl CacheStatus {
+    fn new(name: &'static str) -> Arc<Self> {
+        Arc::new(CacheStatus {
+            name,
+            synced: AtomicBool::new(false),
+            last_heard: Mutex::new(None),
+        })
+    }
+
+    /// The cache's name, a metric label.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Whether the initial list has completed (stays true across relists).
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    /// Time since the last event or list page; `None` before the first.
+    pub fn age(&self) -> Option<Duration> {
+        self.last_heard
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .map(|at| at.elapsed())
+    }
+
+    fn heard(&self) {
+        *self
+            .last_heard
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(Instant::now());
+    }
+
+    fn mark_synced(&self) {
+        self.heard();
+        self.synced.store(true, Ordering::Release);
+    }
+}
+
+/// Objects to preload a [`Caches`] with, for in-process use without an API server (tests,
+/// benchmarks).
+#[derive(Clone, Debug, Default)]
+pub struct Preloaded {
+    /// Namespaces.
+    pub namespaces: Vec<Namespace>,
+    /// Metadata of RayClusters.
+    pub ray_clusters: Vec<ObjectMeta>,
+    /// Metadata of RayJobs.
+    pub ray_jobs: Vec<ObjectMeta>,
+    /// Volcano Queues.
+    pub queues: Vec<Queue>,
+    /// QueuePolicies.
+    pub queue_policies: Vec<QueuePolicy>,
+}
+
+/// The informer caches, cheap to clone.
+#[derive(Clone)]
+pub struct Caches {
+    namespaces: Store<Namespace>,
+    ray_clusters: Store<PartialObjectMeta<RayCluster>>,
+    ray_jobs: Store<PartialObjectMeta<RayJob>>,
+    queues: Store<Queue>,
+    queue_policies: Store<QueuePolicy>,
+    statuses: Arc<[Arc<CacheStatus>; 5]>,
+    client: Option<Client>,
+}
+
+/// Index of each cache in `statuses`.
+const NAMESPACES: usize = 0;
+const RAY_CLUSTERS: usize = 1;
+const RAY_JOBS: usize = 2;
+const QUEUES: usize = 3;
+const QUEUE_POLICIES: usize = 4;
+
+fn new_statuses() -> Arc<[Arc<CacheStatus>; 5]> {
+    Arc::new([
+        CacheStatus::new("namespaces"),
+        CacheStatus::new("rayclusters"),
+        CacheStatus::new("rayjobs"),
+        CacheStatus::new("queues"),
+        CacheStatus::new("queuepolicies"),
+    ])
+}
+
+impl Caches {
+    /// Caches fed by watches through `client`, and the future that runs the watches (spawn
+    /// it; it runs until dropped). Failed watches are retried with backoff and logged.
+    pub fn start(client: Client) -> (Caches, impl Future<Output = ()> + Send + 'static) {
+        let statuses = new_statuses();
+        let (namespaces, namespaces_writer) = reflector::store();
+        let (ray_clusters, ray_clusters_writer) = reflector::store();
+        let (ray_jobs, ray_jobs_writer) = reflector::store();
+        let (queues, queues_writer) = reflector::store();
+        let (queue_policies, queue_policies_writer) = reflector::store();
+        let config = watcher::Config::default();
+        let run = futures::future::join5(
+            drive(
+                reflector::reflector(
+                    namespaces_writer,
+                    watcher::watcher(Api::<Namespace>::all(client.clone()), config.clone()),
+                ),
+                statuses[NAMESPACES].clone(),
+            ),
+            drive(
+                reflector::reflector(
+                    ray_clusters_writer,
+                    watcher::watcher(
+                        Api::<PartialObjectMeta<RayCluster>>::all(client.clone()),
+                        config.clone(),
+                    ),
+                ),
+                statuses[RAY_CLUSTERS].clone(),
+            ),
+            drive(
+                reflector::reflector(
+                    ray_jobs_writer,
+                    watcher::watcher(
+                        Api::<PartialObjectMeta<RayJob>>::all(client.clone()),
+                        config.clone(),
+                    ),
+                ),
+                statuses[RAY_JOBS].clone(),
+            ),
+            drive(
+                reflector::reflector(
+                    queues_writer,
+                    watcher::watcher(Api::<Queue>::all(client.clone()), config.clone()),
+                ),
+                statuses[QUEUES].clone(),
+            ),
+            drive(
+                reflector::reflector(
+                    queue_policies_writer,
+                    watcher::watcher(Api::<QueuePolicy>::all(client.clone()), config),
+                ),
+                statuses[QUEUE_POLICIES].clone(),
+            ),
+        );
+        let caches = Caches {
+            namespaces,
+            ray_clusters,
+            ray_jobs,
+            queues,
+            queue_policies,
+            statuses,
+            client: Some(client),
+        };
+        (caches, async move {
+            run.await;
+        })
+    }
+
+    /// Synced caches holding exactly `objects`, with no API server behind them.
+    pub fn preloaded(objects: Preloaded) -> Caches {
+        let statuses = new_statuses();
+        let (namespaces, mut namespaces_writer) = reflector::store();
+        let (ray_clusters, mut ray_clusters_writer) = reflector::store();
+        let (ray_jobs, mut ray_jobs_writer) = reflector::store();
+        let (queues, mut queues_writer) = reflector::store();
+        let (queue_policies, mut queue_policies_writer) = reflector::store();
+        fill(&mut namespaces_writer, objects.namespaces);
+        fill(
+            &mut ray_clusters_writer,
+            objects
+                .ray_clusters
+                .into_iter()
+                .map(|m| m.into_response_partial::<RayCluster>())
+                .collect(),
+        );
+        fill(
+            &mut ray_jobs_writer,
+            objects
+                .ray_jobs
+                .into_iter()
+                .map(|m| m.into_response_partial::<RayJob>())
+                .collect(),
+        );
+        fill(&mut queues_writer, objects.queues);
+        fill(&mut queue_policies_writer, objects.queue_policies);
+        for status in statuses.iter() {
+            status.mark_synced();
+        }
+        Caches {
+            namespaces,
+            ray_clusters,
+            ray_jobs,
+            queues,
+            queue_policies,
+            statuses,
+            client: None,
+        }
+    }
+
+    /// The health of every cache.
+    pub fn statuses(&self) -> impl Iterator<Item = &CacheStatus> {
+        self.statuses.iter().map(Arc::as_ref)
+    }
+
+    /// Names of the caches that have not completed their initial list.
+    pub fn unsynced(&self) -> Vec<&'static str> {
+        self.statuses()
+            .filter(|s| !s.is_synced())
+            .map(CacheStatus::name)
+            .collect()
+    }
+
+    /// A Namespace's labels and annotations; `None` when it does not exist.
+    pub async fn namespace(&self, name: &str) -> Result<Option<Arc<Namespace>>, LookupError> {
+        if let Some(found) = self.namespaces.get(&ObjectRef::new(name)) {
+            return Ok(Some(found));
+        }
+        let Some(client) = &self.client else {
+            return Ok(None);
+        };
+        let api = Api::<Namespace>::all(client.clone());
+        fallback(format!("Namespace {name}"), api.get_opt(name))
+            .await
+            .map(|found| found.map(Arc::new))
+    }
+
+    /// A RayCluster's metadata; `None` when it does not exist.
+    pub async fn ray_cluster(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<ObjectMeta>, LookupError> {
+        self.metadata(&self.ray_clusters, namespace, name).await
+    }
+
+    /// A RayJob's metadata; `None` when it does not exist.
+    pub async fn ray_job(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<ObjectMeta>, LookupError> {
+        self.metadata(&self.ray_jobs, namespace, name).await
+    }
+
+    /// A Volcano Queue from the cache (no fallback: Queues are created long before the
+    /// workloads that name them).
+    pub fn queue(&self, name: &str) -> Option<Arc<Queue>> {
+        self.queues.get(&ObjectRef::new(name))
+    }
+
+    /// Every cached QueuePolicy.
+    pub fn queue_policies(&self) -> Vec<Arc<QueuePolicy>> {
+        self.queue_policies.state()
+    }
+
+    async fn metadata<K>(
+        &self,
+        store: &Store<PartialObjectMeta<K>>,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<ObjectMeta>, LookupError>
+    where
+        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + Debug
+            + serde::de::DeserializeOwned,
+    {
+        if let Some(found) = store.get(&ObjectRef::new(name).within(namespace)) {
+            return Ok(Some(found.metadata.clone()));
+        }
+        let Some(client) = &self.client else {
+            return Ok(None);
+        };
+        let api = Api::<K>::namespaced(client.clone(), namespace);
+        fallback(
+            format!("{} {namespace}/{name}", K::kind(&())),
+            api.get_metadata_opt(name),
+        )
+        .await
+        .map(|found| found.map(|partial| partial.metadata))
+    }
+}
+
+async fn fallback<T>(
+    what: String,
+    request: impl Future<Output = Result<Option<T>, kube::Error>>,
+) -> Result<Option<T>, LookupError> {
+    tracing::debug!(%what, "cache miss; reading from the API server");
+    match tokio::time::timeout(FALLBACK_TIMEOUT, request).await {
+        Ok(Ok(found)) => Ok(found),
+        Ok(Err(source)) => Err(LookupError::Api { what, source }),
+        Err(_) => Err(LookupError::Timeout { what }),
+    }
+}
+
+fn fill<K>(writer: &mut reflector::store::Writer<K>, objects: Vec<K>)
+where
+    K: Resource + Clone,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    writer.apply_watcher_event(&Event::Init);
+    for object in objects {
+        writer.apply_watcher_event(&Event::InitApply(object));
+    }
+    writer.apply_watcher_event(&Event::InitDone);
+}
+
+async fn drive<K>(
+    events: impl Stream<Item = Result<Event<K>, watcher::Error>>,
+    status: Arc<CacheStatus>,
+) {
+    let events = events.default_backoff();
+    futures::pin_mut!(events);
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(Event::InitDone) => {
+                if !status.is_synced() {
+                    tracing::info!(cache = status.name(), "cache synced");
+                }
+                status.mark_synced();
+            }
+            Ok(_) => status.heard(),
+            Err(error) => {
+                tracing::warn!(cache = status.name(), %error, "watch failed; retrying with backoff");
+            }
+        }
+    }
+}

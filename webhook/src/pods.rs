@@ -1,0 +1,163 @@
+//! Pod CREATE mutation: Ray Pods in opted-in namespaces join their Volcano gang.
+//!
+//! The decisions (role, gang owner, the patch) are `raygate_api::onboarding`'s; this module
+//! only gathers the facts they need from the request and the caches.
+
+use raygate_api::keys;
+use raygate_api::onboarding::{
+    GangMembership, Labels, RayPodRole, cluster_ray_job, gang_owner_of_cluster_job, is_mirror_pod,
+    namespace_opted_in, onboarding_patch, originating_ray_job, ray_pod_role,
+};
+use serde_json::Value;
+
+use crate::cache::{Caches, LookupError};
+use crate::review::{AdmissionRequest, Denial, Operation, Verdict};
+
+/// A label or annotation map of an object, read leniently: non-string values are skipped.
+pub fn string_map(object: &Value, map: &str) -> Labels {
+    object
+        .get("metadata")
+        .and_then(|m| m.get(map))
+        .and_then(Value::as_object)
+        .map(|entries| {
+            entries
+                .iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn unavailable(error: LookupError) -> Verdict {
+    Verdict::deny(Denial {
+        code: 503,
+        reason: "ServiceUnavailable",
+        message: format!("{error}; raygate cannot place this Pod in its gang, retry"),
+    })
+}
+
+/// The verdict on a Pod review.
+pub async fn review_pod(caches: &Caches, request: &AdmissionRequest) -> Verdict {
+    if request.operation != Operation::Create
+        || request.kind.kind != "Pod"
+        || !request.kind.group.is_empty()
+        || request
+            .sub_resource
+            .as_deref()
+            .is_some_and(|s| !s.is_empty())
+    {
+        return Verdict::allow();
+    }
+    let Some(pod) = request.object.as_ref().filter(|o| o.is_object()) else {
+        return Verdict::deny(Denial::bad_request(
+            "request.object: Required value: a Pod CREATE review carries the Pod",
+        ));
+    };
+    let pod_labels = string_map(pod, "labels");
+    let Some(role) = ray_pod_role(&pod_labels) else {
+        return Verdict::allow();
+    };
+    if is_mirror_pod(&string_map(pod, "annotations")) {
+        return Verdict::allow();
+    }
+    let namespace = request
+        .namespace
+        .as_deref()
+        .or_else(|| pod.pointer("/metadata/namespace").and_then(Value::as_str))
+        .unwrap_or("");
+    if namespace.is_empty() {
+        return Verdict::deny(Denial::bad_request(
+            "request.namespace: Required value: a Pod is namespaced",
+        ));
+    }
+    match caches.namespace(namespace).await {
+        Ok(Some(ns)) => {
+            let labels = ns.metadata.labels.clone().unwrap_or_default();
+            if !namespace_opted_in(&labels) {
+                return Verdict::allow();
+            }
+        }
+        Ok(None) => return Verdict::allow(),
+        Err(error) => return unavailable(error),
+    }
+    match membership(caches, namespace, &pod_labels, &role).await {
+        Ok(Some((membership, mut warnings))) => {
+            let onboarding = onboarding_patch(pod, &membership);
+            warnings.extend(onboarding.warnings);
+            Verdict {
+                denial: None,
+                patch: onboarding.patch,
+                warnings,
+            }
+        }
+        Ok(None) => Verdict {
+            warnings: vec![format!(
+                "metadata.labels: this {} Pod names no RayCluster or RayJob ({:?}), so raygate cannot gang-schedule it",
+                role.task(),
+                keys::RAY_CLUSTER_LABEL
+            )],
+            ..Verdict::allow()
+        },
+        Err(error) => unavailable(error),
+    }
+}
+
+/// The Pod's gang, resolved through its RayCluster and RayJob, with warnings about what could
+/// not be found; `None` when the Pod names no owner at all.
+async fn membership(
+    caches: &Caches,
+    namespace: &str,
+    pod_labels: &Labels,
+    role: &RayPodRole,
+) -> Result<Option<(GangMembership, Vec<String>)>, LookupError> {
+    let mut warnings = Vec::new();
+    let cluster_name = pod_labels
+        .get(keys::RAY_CLUSTER_LABEL)
+        .filter(|name| !name.is_empty());
+    let cluster = match (role, cluster_name) {
+        (RayPodRole::Submitter, _) | (_, None) => None,
+        (_, Some(name)) => {
+            let found = caches.ray_cluster(namespace, name).await?;
+            if found.is_none() {
+                warnings.push(format!(
+                    "metadata.labels[{:?}]: RayCluster {name:?} not found; the Pod joins its gang without the owner's queue and priority",
+                    keys::RAY_CLUSTER_LABEL
+                ));
+            }
+            found
+        }
+    };
+    let cluster_labels = cluster
+        .as_ref()
+        .and_then(|c| c.labels.clone())
+        .unwrap_or_default();
+    let cluster_owners = cluster
+        .as_ref()
+        .and_then(|c| c.owner_references.clone())
+        .unwrap_or_default();
+    let cluster_job = cluster
+        .as_ref()
+        .and_then(|_| cluster_ray_job(&cluster_labels, &cluster_owners));
+    let Some(owner) = gang_owner_of_cluster_job(pod_labels, cluster_job) else {
+        return Ok(None);
+    };
+    let job = match role {
+        RayPodRole::Submitter => originating_ray_job(pod_labels),
+        RayPodRole::Head | RayPodRole::Worker(_) => {
+            cluster_job.or_else(|| originating_ray_job(pod_labels))
+        }
+    };
+    let owner_labels = if job == Some(owner) {
+        match caches.ray_job(namespace, owner).await? {
+            Some(ray_job) => ray_job.labels.unwrap_or_default(),
+            // KubeRay copies a RayJob's labels to the cluster it creates.
+            None => cluster_labels.clone(),
+        }
+    } else {
+        cluster_labels.clone()
+    };
+    Ok(Some((
+        GangMembership::new(owner, role, &owner_labels),
+        warnings,
+    )))
+}

@@ -1,0 +1,440 @@
+//! AdmissionReview `admission.k8s.io/v1` on the wire.
+//!
+//! Objects stay `serde_json::Value`: the webhook reads what it needs and answers with a JSON
+//! patch against the object exactly as the API server sent it, so no field a typed struct does
+//! not know is ever dropped or rewritten.
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The only AdmissionReview version raygate's webhook configurations ask for.
+pub const ADMISSION_API_VERSION: &str = "admission.k8s.io/v1";
+/// `kind` of an AdmissionReview.
+pub const ADMISSION_REVIEW_KIND: &str = "AdmissionReview";
+
+/// Why a request body is not an AdmissionReview raygate can answer. The HTTP answer is 400
+/// with this text: without a readable `request.uid` there is no review to answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    /// The body is not JSON, or not shaped like an AdmissionReview.
+    #[error("the body is not an AdmissionReview: {0}")]
+    Decode(#[from] serde_json::Error),
+    /// `apiVersion` / `kind` are not `admission.k8s.io/v1` `AdmissionReview`.
+    #[error(
+        "apiVersion/kind is {api_version:?}/{kind:?}, expected \"admission.k8s.io/v1\"/\"AdmissionReview\""
+    )]
+    WrongType {
+        /// The `apiVersion` sent.
+        api_version: String,
+        /// The `kind` sent.
+        kind: String,
+    },
+    /// The review has no `request`.
+    #[error("request: Required value: the AdmissionReview has no request")]
+    MissingRequest,
+    /// The request has an empty `uid`.
+    #[error("request.uid: Required value: the request has no uid to answer with")]
+    MissingUid,
+}
+
+/// `group`/`version`/`kind` of the object under review.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupVersionKind {
+    /// API group; empty for the core group.
+    #[serde(default)]
+    pub group: String,
+    /// API version.
+    #[serde(default)]
+    pub version: String,
+    /// Kind.
+    #[serde(default)]
+    pub kind: String,
+}
+
+/// The operation under review.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Operation {
+    /// Object creation.
+    Create,
+    /// Object update.
+    Update,
+    /// Object deletion.
+    Delete,
+    /// A connect call (exec, proxy, …).
+    Connect,
+}
+
+impl Operation {
+    /// The API server's spelling, as a metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+            Operation::Connect => "CONNECT",
+        }
+    }
+}
+
+/// The parts of `request` raygate reads.
+#[derive(Deserialize, Clone, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionRequest {
+    /// Correlation id, echoed in the response.
+    pub uid: String,
+    /// The object's kind (after `matchPolicy: Equivalent` conversion).
+    pub kind: GroupVersionKind,
+    /// Subresource, if any.
+    #[serde(default)]
+    pub sub_resource: Option<String>,
+    /// Object name; empty on CREATE with `generateName`.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Object namespace.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// CREATE, UPDATE, DELETE or CONNECT.
+    pub operation: Operation,
+    /// The new object; null on DELETE.
+    #[serde(default)]
+    pub object: Option<Value>,
+    /// The object before an UPDATE or DELETE.
+    #[serde(default)]
+    pub old_object: Option<Value>,
+    /// Whether nothing will be persisted.
+    #[serde(default)]
+    pub dry_run: Option<bool>,
+}
+
+impl AdmissionRequest {
+    /// Whether the request is a dry run.
+    pub fn is_dry_run(&self) -> bool {
+        self.dry_run.unwrap_or(false)
+    }
+
+    /// `namespace/name` for logs (name may be empty under `generateName`).
+    pub fn object_key(&self) -> String {
+        let name = self
+            .name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .or_else(|| {
+                self.object
+                    .as_ref()?
+                    .pointer("/metadata/generateName")?
+                    .as_str()
+            })
+            .unwrap_or("");
+        match self.namespace.as_deref() {
+            Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+            _ => name.to_string(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReviewEnvelope {
+    #[serde(default)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    request: Option<Value>,
+}
+
+/// Reads an AdmissionReview v1 request body.
+pub fn parse_request(body: &[u8]) -> Result<AdmissionRequest, ReviewError> {
+    let envelope: ReviewEnvelope = serde_json::from_slice(body)?;
+    if envelope.api_version != ADMISSION_API_VERSION || envelope.kind != ADMISSION_REVIEW_KIND {
+        return Err(ReviewError::WrongType {
+            api_version: envelope.api_version,
+            kind: envelope.kind,
+        });
+    }
+    let request = match envelope.request {
+        None | Some(Value::Null) => return Err(ReviewError::MissingRequest),
+        Some(request) => request,
+    };
+    let request: AdmissionRequest = serde_json::from_value(request)?;
+    if request.uid.is_empty() {
+        return Err(ReviewError::MissingUid);
+    }
+    Ok(request)
+}
+
+/// Why a request is denied: the `metav1.Status` code, reason and message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Denial {
+    /// HTTP-style code (400 malformed, 403 forbidden by policy, 422 invalid object).
+    pub code: u16,
+    /// Machine-readable reason (`BadRequest`, `Forbidden`, `Invalid`).
+    pub reason: &'static str,
+    /// What kubectl prints after `denied the request: `.
+    pub message: String,
+}
+
+impl Denial {
+    /// 422 `Invalid`: the object breaks a rule.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Denial {
+            code: 422,
+            reason: "Invalid",
+            message: message.into(),
+        }
+    }
+
+    /// 400 `BadRequest`: the review itself cannot be acted on (e.g. no object).
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Denial {
+            code: 400,
+            reason: "BadRequest",
+            message: message.into(),
+        }
+    }
+
+    /// 403 `Forbidden`: the object is well-formed but not allowed here.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Denial {
+            code: 403,
+            reason: "Forbidden",
+            message: message.into(),
+        }
+    }
+}
+
+/// What the webhook decided about one request.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Verdict {
+    /// `Some` denies the request.
+    pub denial: Option<Denial>,
+    /// Operations to apply to the object (mutating webhooks only); empty for none.
+    pub patch: json_patch::Patch,
+    /// Messages kubectl shows as `Warning: …`.
+    pub warnings: Vec<String>,
+}
+
+impl Verdict {
+    /// Allowed as is.
+    pub fn allow() -> Self {
+        Verdict::default()
+    }
+
+    /// Denied.
+    pub fn deny(denial: Denial) -> Self {
+        Verdict {
+            denial: Some(denial),
+            ..Verdict::default()
+        }
+    }
+
+    /// The metric label of the verdict: `denied`, `patched` or `allowed`.
+    pub fn label(&self) -> &'static str {
+        if self.denial.is_some() {
+            "denied"
+        } else if !self.patch.0.is_empty() {
+            "patched"
+        } else {
+            "allowed"
+        }
+    }
+}
+
+/// `metav1.Status` of a denial.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct Status {
+    /// Always `Failure`.
+    pub status: &'static str,
+    /// HTTP-style code.
+    pub code: u16,
+    /// Machine-readable reason.
+    pub reason: &'static str,
+    /// Human-readable message.
+    pub message: String,
+}
+
+/// `response` of an AdmissionReview.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionResponse {
+    /// The request's uid.
+    pub uid: String,
+    /// Whether the request may proceed.
+    pub allowed: bool,
+    /// Why not, when denied.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<Status>,
+    /// The JSON patch, base64-encoded (a byte array in the API's JSON).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch: Option<String>,
+    /// `JSONPatch` whenever `patch` is set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch_type: Option<&'static str>,
+    /// Warnings for the client.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// A whole AdmissionReview answer.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionReviewResponse {
+    /// `admission.k8s.io/v1`.
+    pub api_version: &'static str,
+    /// `AdmissionReview`.
+    pub kind: &'static str,
+    /// The answer.
+    pub response: AdmissionResponse,
+}
+
+/// The answer to request `uid` carrying `verdict`, and the size of its encoded patch in bytes
+/// (0 without one). A denial never carries a patch.
+pub fn respond(uid: &str, verdict: Verdict) -> (AdmissionReviewResponse, usize) {
+    let Verdict {
+        denial,
+        patch,
+        warnings,
+    } = verdict;
+    let (patch, patch_bytes) = match &denial {
+        None if !patch.0.is_empty() => {
+            let json = serde_json::to_vec(&patch).unwrap_or_else(|_| b"[]".to_vec());
+            let bytes = json.len();
+            (
+                Some(base64::engine::general_purpose::STANDARD.encode(json)),
+                bytes,
+            )
+        }
+        _ => (None, 0),
+    };
+    let response = AdmissionResponse {
+        uid: uid.to_string(),
+        allowed: denial.is_none(),
+        status: denial.map(|d| Status {
+            status: "Failure",
+            code: d.code,
+            reason: d.reason,
+            message: d.message,
+        }),
+        patch_type: patch.as_ref().map(|_| "JSONPatch"),
+        patch,
+        warnings,
+    };
+    (
+        AdmissionReviewResponse {
+            api_version: ADMISSION_API_VERSION,
+            kind: ADMISSION_REVIEW_KIND,
+            response,
+        },
+        patch_bytes,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn review(request: Value) -> Vec<u8> {
+        serde_json::to_vec(&json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": request,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_minimal_request_is_read() {
+        let body = review(json!({
+            "uid": "u-1",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "operation": "CREATE",
+            "namespace": "ns",
+            "object": {"metadata": {"generateName": "p-"}},
+            "dryRun": true,
+        }));
+        let request = parse_request(&body).unwrap();
+        assert_eq!(request.uid, "u-1");
+        assert_eq!(request.operation, Operation::Create);
+        assert!(request.is_dry_run());
+        assert_eq!(request.object_key(), "ns/p-");
+    }
+
+    #[test]
+    fn malformed_reviews_say_what_is_wrong() {
+        let cases: [(&[u8], &str); 6] = [
+            (b"not json", "the body is not an AdmissionReview"),
+            (
+                br#"{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview"}"#,
+                "expected \"admission.k8s.io/v1\"",
+            ),
+            (
+                br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#,
+                "request: Required value",
+            ),
+            (
+                br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"","kind":{},"operation":"CREATE"}}"#,
+                "request.uid: Required value",
+            ),
+            (
+                br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{},"operation":"PATCH"}}"#,
+                "unknown variant `PATCH`",
+            ),
+            (
+                br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":[1]}"#,
+                "the body is not an AdmissionReview",
+            ),
+        ];
+        for (body, expected) in cases {
+            let error = parse_request(body).unwrap_err().to_string();
+            assert!(error.contains(expected), "{error:?} lacks {expected:?}");
+        }
+    }
+
+    #[test]
+    fn a_patch_is_base64_json_with_its_type_and_a_denial_has_none() {
+        let patch: json_patch::Patch =
+            serde_json::from_value(json!([{"op": "add", "path": "/a", "value": 1}])).unwrap();
+        let (answer, bytes) = respond(
+            "u",
+            Verdict {
+                patch: patch.clone(),
+                warnings: vec!["w".into()],
+                ..Verdict::default()
+            },
+        );
+        let wire = serde_json::to_value(&answer).unwrap();
+        let encoded = wire["response"]["patch"].as_str().unwrap();
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .unwrap();
+        assert_eq!(decoded.len(), bytes);
+        assert_eq!(
+            serde_json::from_slice::<Value>(&decoded).unwrap(),
+            json!([{"op": "add", "path": "/a", "value": 1}])
+        );
+        assert_eq!(wire["response"]["patchType"], "JSONPatch");
+        assert_eq!(wire["response"]["warnings"], json!(["w"]));
+        assert!(wire["response"].get("status").is_none());
+
+        let (denied, bytes) = respond(
+            "u",
+            Verdict {
+                denial: Some(Denial::invalid("spec.x: bad")),
+                patch,
+                warnings: vec![],
+            },
+        );
+        let wire = serde_json::to_value(&denied).unwrap();
+        assert_eq!(bytes, 0);
+        assert_eq!(wire["response"]["allowed"], false);
+        assert!(wire["response"].get("patch").is_none());
+        assert!(wire["response"].get("patchType").is_none());
+        assert_eq!(
+            wire["response"]["status"],
+            json!({"status": "Failure", "code": 422, "reason": "Invalid", "message": "spec.x: bad"})
+        );
+    }
+}
