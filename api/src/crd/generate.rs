@@ -89,8 +89,9 @@ pub(crate) static CRDS: LazyLock<Vec<CustomResourceDefinition>> = LazyLock::new(
         .iter()
         .filter(|(name, _)| *name != QUEUE_POLICY_FILE)
         .map(|(name, yaml)| {
-            // serde_yaml_ng straight into the typed CRD: a few times fewer instructions than
-            // serde-saphyr through a `Value`, and paid by every CLI run and webhook start.
+            // serde_yaml_ng straight into the typed CRD: paid by every CLI run and webhook
+            // start, and 36% fewer instructions for the whole schema load (parse + compile)
+            // than serde-saphyr through a `Value`.
             serde_yaml_ng::from_str::<CustomResourceDefinition>(yaml)
                 .map_err(|e| e.to_string())
                 .unwrap_or_else(|e| {
