@@ -1,7 +1,8 @@
 //! Validation + sizing throughput on a 10,000-object manifest, single-threaded.
 //!
 //! Run with `cargo bench -p raygate-api --bench throughput` (`RAYGATE_BENCH_ONLY=<phase>` to
-//! run one phase). Prints, per phase, the median
+//! run one phase, `RAYGATE_BENCH_RUNS=<n>` to change the number of runs, e.g. to 1 under
+//! `valgrind --tool=callgrind`). Prints, per phase, the median
 //! objects per second over several runs with the fastest and slowest run, so the phases can be
 //! compared side by side on the same machine in the same run.
 
@@ -17,12 +18,31 @@ use serde_json::Value;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const OBJECTS: usize = 10_000;
-const RUNS: usize = 7;
+/// Objects in the manifest unless `$RAYGATE_BENCH_OBJECTS` says otherwise (fewer keep a run
+/// under callgrind short; instruction counts per object do not depend on it).
+const DEFAULT_OBJECTS: usize = 10_000;
 
-fn manifest() -> String {
+fn objects() -> usize {
+    std::env::var("RAYGATE_BENCH_OBJECTS")
+        .ok()
+        .and_then(|objects| objects.parse().ok())
+        .filter(|&objects| objects > 0)
+        .unwrap_or(DEFAULT_OBJECTS)
+}
+/// Runs per phase unless `$RAYGATE_BENCH_RUNS` says otherwise.
+const DEFAULT_RUNS: usize = 7;
+
+fn runs() -> usize {
+    std::env::var("RAYGATE_BENCH_RUNS")
+        .ok()
+        .and_then(|runs| runs.parse().ok())
+        .filter(|&runs| runs > 0)
+        .unwrap_or(DEFAULT_RUNS)
+}
+
+fn manifest(objects: usize) -> String {
     let mut text = String::new();
-    for i in 0..OBJECTS {
+    for i in 0..objects {
         let workers = 1 + i % 3;
         let kind = if i % 4 == 3 { "RayCluster" } else { "RayJob" };
         text.push_str("---\n");
@@ -86,34 +106,42 @@ fn push_cluster(text: &mut String, indent: &str, workers: usize) {
     }
 }
 
-/// Runs `run` on a fresh input from `setup` (untimed) `RUNS` times; prints objects/s. Only
+/// Runs `run` on a fresh input from `setup` (untimed) [`runs`] times; prints objects/s. Only
 /// phases whose name contains `$RAYGATE_BENCH_ONLY` run (handy under a profiler).
-fn measure<T>(name: &str, mut setup: impl FnMut() -> T, mut run: impl FnMut(T) -> usize) {
+fn measure<T>(
+    name: &str,
+    expected: usize,
+    mut setup: impl FnMut() -> T,
+    mut run: impl FnMut(T) -> usize,
+) {
     if std::env::var("RAYGATE_BENCH_ONLY").is_ok_and(|only| !name.contains(&only)) {
         return;
     }
-    let mut rates: Vec<f64> = Vec::with_capacity(RUNS);
+    let runs = runs();
+    let mut rates: Vec<f64> = Vec::with_capacity(runs);
     let mut elapsed = Duration::ZERO;
-    for _ in 0..RUNS {
+    for _ in 0..runs {
         let input = setup();
         let start = Instant::now();
         let objects = black_box(run(input));
         let took = start.elapsed();
         elapsed += took;
-        assert_eq!(objects, OBJECTS, "{name}: every object must be processed");
+        assert_eq!(objects, expected, "{name}: every object must be processed");
         rates.push(objects as f64 / took.as_secs_f64());
     }
     rates.sort_by(f64::total_cmp);
     println!(
-        "{name:<34} median {:>8.0} objects/s  (min {:>8.0}, max {:>8.0}; {RUNS} runs, {:.2} s)",
-        rates[RUNS / 2],
+        "{name:<34} median {:>8.0} objects/s  (min {:>8.0}, max {:>8.0}; {runs} runs, {:.2} s)",
+        rates[runs / 2],
         rates[0],
-        rates[RUNS - 1],
+        rates[runs - 1],
         elapsed.as_secs_f64()
     );
 }
 
-/// Checks and sizes every object; counts those that are valid and sized.
+/// Checks and sizes every object; counts those that are valid and sized. Never inlined, so that
+/// `valgrind --tool=callgrind --toggle-collect=throughput::check_and_size` counts exactly this.
+#[inline(never)]
 fn check_and_size(values: Vec<Value>, ctx: &ValidationContext) -> usize {
     values
         .into_iter()
@@ -122,8 +150,26 @@ fn check_and_size(values: Vec<Value>, ctx: &ValidationContext) -> usize {
         .count()
 }
 
+/// Checks one object on a cold process: the first check loads and compiles the CRD schemas, once
+/// per process, as every `raygate` run does. Never inlined, for callgrind's `--toggle-collect`
+/// (`throughput::first_check`).
+#[inline(never)]
+fn first_check(value: Value, ctx: &ValidationContext) -> bool {
+    check_object(value, ctx).is_some()
+}
+
+/// Parses, checks and sizes a whole file. Never inlined, for callgrind's `--toggle-collect`
+/// (`throughput::whole_file`).
+#[inline(never)]
+fn whole_file(name: &str, text: &str, ctx: &ValidationContext) -> usize {
+    parse_documents(name, text).map_or(0, |d| {
+        check_and_size(d.into_iter().map(|d| d.value).collect(), ctx)
+    })
+}
+
 fn main() {
-    let yaml = manifest();
+    let count = objects();
+    let yaml = manifest(count);
     let ctx = ValidationContext::default();
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -139,22 +185,30 @@ fn main() {
         .into_iter()
         .map(|d| d.value)
         .collect();
-    assert_eq!(values.len(), OBJECTS);
+    assert_eq!(values.len(), count);
     let json: String = values.iter().map(|v| format!("{v}\n")).collect();
     println!(
-        "{OBJECTS} objects ({:.1} MiB as YAML, {:.1} MiB as JSON), one thread, {cpu}, {} logical CPUs",
+        "{count} objects ({:.1} MiB as YAML, {:.1} MiB as JSON), one thread, {cpu}, {} logical CPUs",
         yaml.len() as f64 / 1048576.0,
         json.len() as f64 / 1048576.0,
         std::thread::available_parallelism().map_or(0, usize::from)
     );
 
+    let started = Instant::now();
+    assert!(first_check(values[0].clone(), &ctx), "a Ray object");
+    println!(
+        "first object, loading the CRD schemas: {:.1} ms (once per process)",
+        started.elapsed().as_secs_f64() * 1e3
+    );
     measure(
         "check + sizing (parsed objects)",
+        count,
         || values.clone(),
         |values| check_and_size(values, &ctx),
     );
     measure(
         "check only (parsed objects)",
+        count,
         || values.clone(),
         |values| {
             values
@@ -166,23 +220,22 @@ fn main() {
     );
     measure(
         "parse JSON",
+        count,
         || (),
         |()| parse_documents("bench.json", &json).map_or(0, |d| d.len()),
     );
     measure(
         "parse YAML",
+        count,
         || (),
         |()| parse_documents("bench.yaml", &yaml).map_or(0, |d| d.len()),
     );
     for (format, name, text) in [("JSON", "bench.json", &json), ("YAML", "bench.yaml", &yaml)] {
         measure(
             &format!("{format} file: parse + check + sizing"),
+            count,
             || (),
-            |()| {
-                parse_documents(name, text).map_or(0, |d| {
-                    check_and_size(d.into_iter().map(|d| d.value).collect(), &ctx)
-                })
-            },
+            |()| whole_file(name, text, &ctx),
         );
     }
 }

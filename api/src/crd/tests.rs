@@ -108,6 +108,24 @@ fn at<'a>(schema: &'a Value, path: &[&str]) -> &'a Value {
 // ---------------------------------------------------------------- generation
 
 #[test]
+fn embedded_crds_read_as_serde_saphyr_reads_them() {
+    // The embedded files are read with serde_yaml_ng for speed; a YAML 1.1/1.2 difference
+    // between the parsers would change a schema silently.
+    let crds = ray_crds();
+    let ray_files: Vec<_> = generate::COMMITTED
+        .iter()
+        .filter(|(name, _)| *name != generate::QUEUE_POLICY_FILE)
+        .collect();
+    assert_eq!(crds.len(), ray_files.len());
+    for ((name, yaml), crd) in ray_files.into_iter().zip(&crds) {
+        let reference: Value = serde_saphyr::from_str(yaml).expect("committed CRD is YAML");
+        let reference: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+            serde_json::from_value(reference).expect("committed CRD is a CRD");
+        assert_eq!(crd, &reference, "{name}");
+    }
+}
+
+#[test]
 fn crds_have_kuberay_identity() {
     let crds = ray_crds();
     let names: Vec<_> = crds.iter().map(|c| c.metadata.name.clone()).collect();

@@ -1,0 +1,397 @@
+//! Load benchmark of the admission webhook: its own load generator over keep-alive TLS
+//! (HTTP/2, as the API server talks to webhooks) on loopback, with realistic reviews: Ray head
+//! and worker Pods as KubeRay creates them (`/mutate/pods`) and RayJobs (`/validate/ray`).
+//!
+//! The server runs in a child process (this binary re-executed with `RAYGATE_LOAD_SERVER=1`),
+//! so that its RSS and CPU are its own: the real router and TLS stack (`raygate_webhook::serve`)
+//! with preloaded informer caches instead of a cluster.
+//!
+//! Reports p50/p99/max latency at an open-loop 1,000 req/s (latency measured from each
+//! request's scheduled send time, so a stalled server cannot hide queueing), the saturation
+//! throughput with many requests in flight, and the server's RSS (current and peak).
+//!
+//! `cargo bench -p raygate-webhook --bench load`; `RAYGATE_LOAD_SECONDS` (default 10) sets the
+//! length of each phase.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::{Request, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use raygate_api::validation::ValidationContext;
+use raygate_api::volcano::{Queue, QueueSpec, QueueStatus};
+use raygate_certs::{CertResolver, certified_key_from_pem};
+use raygate_webhook::{AppState, Caches, Limits, Metrics, Preloaded, ServeOptions};
+use rcgen::{CertificateParams, KeyPair};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+const SERVER_ENV: &str = "RAYGATE_LOAD_SERVER";
+const RATE: u64 = 1_000;
+const CONNECTIONS: usize = 4;
+const SATURATION_IN_FLIGHT: usize = 64;
+
+fn labels(pairs: &[(&str, &str)]) -> Option<BTreeMap<String, String>> {
+    Some(
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect(),
+    )
+}
+
+/// One opted-in namespace with a default queue, its queues and the clusters the Pods belong to.
+fn world() -> Preloaded {
+    let queue = |name: &str| Queue {
+        status: Some(QueueStatus {
+            state: Some("Open".into()),
+            ..QueueStatus::default()
+        }),
+        ..Queue::new(name, QueueSpec::default())
+    };
+    Preloaded {
+        namespaces: vec![Namespace {
+            metadata: ObjectMeta {
+                name: Some("ml".into()),
+                labels: labels(&[("raygate.io/scheduler", "volcano")]),
+                annotations: labels(&[("scheduling.volcano.sh/queue-name", "batch")]),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        }],
+        ray_clusters: vec![ObjectMeta {
+            name: Some("demo".into()),
+            namespace: Some("ml".into()),
+            labels: labels(&[("volcano.sh/queue-name", "batch")]),
+            ..ObjectMeta::default()
+        }],
+        ray_jobs: vec![],
+        queues: vec![queue("default"), queue("batch")],
+        queue_policies: vec![],
+    }
+}
+
+/// Runs the server until stdin closes; prints its port on stdout.
+fn serve() {
+    let runtime = tokio::runtime::Runtime::new().expect("server runtime");
+    runtime.block_on(async {
+        let key = KeyPair::generate().expect("key");
+        let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
+            .expect("params")
+            .self_signed(&key)
+            .expect("self-signed");
+        let certs = Arc::new(CertResolver::new());
+        certs.set(
+            certified_key_from_pem(cert.pem().as_bytes(), key.serialize_pem().as_bytes())
+                .expect("serving certificate"),
+        );
+        let state = AppState {
+            caches: Caches::preloaded(world()),
+            certs: certs.clone(),
+            metrics: Arc::new(Metrics::new()),
+            validation: Arc::new(ValidationContext::default()),
+            limits: Limits::default(),
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a port");
+        println!(
+            "{} {}",
+            listener.local_addr().expect("address").port(),
+            cert.pem().replace('\n', "|")
+        );
+        let stop = tokio::task::spawn_blocking(|| {
+            let mut line = String::new();
+            let _ = std::io::stdin().read_line(&mut line);
+        });
+        raygate_webhook::serve(
+            listener,
+            raygate_webhook::tls_config(certs).expect("TLS config"),
+            raygate_webhook::router(state),
+            ServeOptions::default(),
+            async move {
+                let _ = stop.await;
+            },
+        )
+        .await;
+    });
+}
+
+fn review(uid: &str, kind: Value, object: Value) -> Value {
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": uid, "kind": kind,
+        "resource": {"group": kind["group"], "version": kind["version"], "resource": "x"},
+        "namespace": "ml", "operation": "CREATE",
+        "userInfo": {"username": "system:serviceaccount:ray-system:kuberay-operator"},
+        "object": object, "oldObject": null, "dryRun": false}})
+}
+
+/// A Ray Pod as KubeRay v1.7 creates it for RayCluster `demo`.
+fn ray_pod(node_type: &str, group: &str, image: &str, resources: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "generateName": format!("demo-{group}-"), "namespace": "ml",
+        "labels": {"ray.io/node-type": node_type, "ray.io/cluster": "demo", "ray.io/group": group,
+                   "ray.io/identifier": format!("demo-{node_type}"), "ray.io/is-ray-node": "yes",
+                   "app.kubernetes.io/name": "kuberay", "app.kubernetes.io/created-by": "kuberay-operator"},
+        "annotations": {"ray.io/ft-enabled": "false"},
+        "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": "demo",
+            "uid": "7d0c1a2e-5f1b-4c3d-9e8f-0a1b2c3d4e5f", "controller": true, "blockOwnerDeletion": true}]},
+      "spec": {"restartPolicy": "Never", "serviceAccountName": "default",
+        "containers": [{"name": format!("ray-{node_type}"), "image": image, "imagePullPolicy": "IfNotPresent",
+          "command": ["/bin/bash", "-c", "--"],
+          "args": ["ulimit -n 65536; ray start --head --dashboard-host=0.0.0.0 --num-cpus=2 --memory=8000000000 --block --dashboard-agent-listen-port=52365 --metrics-export-port=8080"],
+          "env": [{"name": "RAY_CLUSTER_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['ray.io/cluster']"}}},
+                  {"name": "RAY_CLOUD_INSTANCE_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                  {"name": "RAY_NODE_TYPE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['ray.io/group']"}}},
+                  {"name": "KUBERAY_GEN_RAY_START_CMD", "value": "ray start --head --block"},
+                  {"name": "RAY_PORT", "value": "6379"}, {"name": "RAY_ADDRESS", "value": "127.0.0.1:6379"},
+                  {"name": "RAY_USAGE_STATS_KUBERAY_IN_USE", "value": "1"},
+                  {"name": "RAY_DASHBOARD_ENABLE_K8S_DISK_USAGE", "value": "1"}],
+          "ports": [{"containerPort": 6379, "name": "gcs-server", "protocol": "TCP"},
+                    {"containerPort": 8265, "name": "dashboard", "protocol": "TCP"},
+                    {"containerPort": 10001, "name": "client", "protocol": "TCP"},
+                    {"containerPort": 8080, "name": "metrics", "protocol": "TCP"}],
+          "resources": resources,
+          "volumeMounts": [{"mountPath": "/dev/shm", "name": "shared-mem"}],
+          "livenessProbe": {"exec": {"command": ["bash", "-c", "wget -T 2 -q -O- http://localhost:52365/api/local_raylet_healthz | grep success"]},
+                            "initialDelaySeconds": 30, "periodSeconds": 5, "timeoutSeconds": 2, "failureThreshold": 120},
+          "readinessProbe": {"exec": {"command": ["bash", "-c", "wget -T 2 -q -O- http://localhost:52365/api/local_raylet_healthz | grep success"]},
+                             "initialDelaySeconds": 10, "periodSeconds": 5, "timeoutSeconds": 2, "failureThreshold": 10}}],
+        "volumes": [{"name": "shared-mem", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}}]}})
+}
+
+fn ray_job() -> Value {
+    json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "train", "namespace": "ml",
+        "labels": {"volcano.sh/queue-name": "batch"}},
+      "spec": {"entrypoint": "python /home/ray/samples/train.py --epochs 10", "shutdownAfterJobFinishes": true,
+        "ttlSecondsAfterFinished": 60, "runtimeEnvYAML": "pip:\n  - torch\nenv_vars:\n  EPOCHS: \"10\"\n",
+        "rayClusterSpec": {"rayVersion": "2.60.0",
+          "headGroupSpec": {"rayStartParams": {"dashboard-host": "0.0.0.0"}, "template": {"spec": {"containers": [
+            {"name": "ray-head", "image": "rayproject/ray:2.60.0",
+             "ports": [{"containerPort": 6379, "name": "gcs-server"}, {"containerPort": 8265, "name": "dashboard"}],
+             "resources": {"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"cpu": "2", "memory": "8Gi"}}}]}}},
+          "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "minReplicas": 1, "maxReplicas": 8,
+            "rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-worker",
+              "image": "rayproject/ray:2.60.0-gpu",
+              "resources": {"limits": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "1"}}}]}}}]}}})
+}
+
+/// The request mix: per RayJob, the head and two worker Pods (what KubeRay creates for it).
+fn bodies() -> Vec<(&'static str, Bytes)> {
+    let pod = json!({"group": "", "version": "v1", "kind": "Pod"});
+    let job = json!({"group": "ray.io", "version": "v1", "kind": "RayJob"});
+    let head = ray_pod(
+        "head",
+        "headgroup",
+        "rayproject/ray:2.60.0",
+        json!({"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"cpu": "2", "memory": "8Gi"}}),
+    );
+    let worker = ray_pod(
+        "worker",
+        "gpu",
+        "rayproject/ray:2.60.0-gpu",
+        json!({"limits": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "1"}}),
+    );
+    let encode = |v: Value| Bytes::from(serde_json::to_vec(&v).expect("JSON"));
+    vec![
+        ("/validate/ray", encode(review("j-1", job, ray_job()))),
+        ("/mutate/pods", encode(review("p-1", pod.clone(), head))),
+        (
+            "/mutate/pods",
+            encode(review("p-2", pod.clone(), worker.clone())),
+        ),
+        ("/mutate/pods", encode(review("p-3", pod, worker))),
+    ]
+}
+
+type Sender = hyper::client::conn::http2::SendRequest<Full<Bytes>>;
+
+async fn connect(address: SocketAddr, ca_pem: &str) -> Sender {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(cert.expect("PEM")).expect("root");
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(raygate_certs::ring_provider())
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = TcpStream::connect(address).await.expect("connect");
+    tcp.set_nodelay(true).expect("nodelay");
+    let tls = TlsConnector::from(Arc::new(config))
+        .connect(ServerName::IpAddress(address.ip().into()), tcp)
+        .await
+        .expect("TLS handshake");
+    let (sender, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .expect("h2 handshake");
+    tokio::spawn(connection);
+    sender
+}
+
+async fn send(mut sender: Sender, path: &str, body: Bytes) {
+    let request = Request::post(format!("https://127.0.0.1{path}"))
+        .header("content-type", "application/json")
+        .body(Full::new(body))
+        .expect("request");
+    let response = sender.send_request(request).await.expect("response");
+    assert_eq!(response.status(), StatusCode::OK, "{path}");
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    assert!(body.starts_with(b"{"), "{path}: {body:?}");
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
+}
+
+/// Sends `RATE` requests per second on schedule for `seconds`; returns the sorted latencies.
+async fn open_loop(
+    senders: &[Sender],
+    bodies: &[(&'static str, Bytes)],
+    seconds: u64,
+) -> Vec<Duration> {
+    let total = RATE * seconds;
+    let start = tokio::time::Instant::now() + Duration::from_millis(10);
+    let mut tasks = Vec::with_capacity(total as usize);
+    for i in 0..total {
+        let scheduled = start + Duration::from_micros(i * 1_000_000 / RATE);
+        tokio::time::sleep_until(scheduled).await;
+        let (path, body) = bodies[i as usize % bodies.len()].clone();
+        let sender = senders[i as usize % senders.len()].clone();
+        tasks.push(tokio::spawn(async move {
+            send(sender, path, body).await;
+            scheduled.elapsed()
+        }));
+    }
+    let mut latencies = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        latencies.push(task.await.expect("request task"));
+    }
+    latencies.sort();
+    latencies
+}
+
+/// Keeps `SATURATION_IN_FLIGHT` requests in flight for `seconds`; returns completed requests.
+async fn saturate(senders: &[Sender], bodies: &[(&'static str, Bytes)], seconds: u64) -> u64 {
+    let done = Arc::new(AtomicU64::new(0));
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let mut workers = Vec::new();
+    for w in 0..SATURATION_IN_FLIGHT {
+        let sender = senders[w % senders.len()].clone();
+        let bodies = bodies.to_vec();
+        let done = done.clone();
+        workers.push(tokio::spawn(async move {
+            let mut i = w;
+            while Instant::now() < deadline {
+                let (path, body) = bodies[i % bodies.len()].clone();
+                send(sender.clone(), path, body).await;
+                done.fetch_add(1, Ordering::Relaxed);
+                i += 1;
+            }
+        }));
+    }
+    for worker in workers {
+        worker.await.expect("worker");
+    }
+    done.load(Ordering::Relaxed)
+}
+
+fn rss(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+fn main() {
+    if std::env::var_os(SERVER_ENV).is_some() {
+        serve();
+        return;
+    }
+    let seconds: u64 = std::env::var("RAYGATE_LOAD_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    let mut server = Command::new(std::env::current_exe().expect("own path"))
+        .env(SERVER_ENV, "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("server process");
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("server port");
+    let (port, pem) = line.trim().split_once(' ').expect("port and certificate");
+    let address: SocketAddr = format!("127.0.0.1:{port}").parse().expect("address");
+    let ca_pem = pem.replace('|', "\n");
+    let pid = server.id();
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("client runtime");
+    let bodies = bodies();
+    runtime.block_on(async {
+        let mut senders = Vec::new();
+        for _ in 0..CONNECTIONS {
+            senders.push(connect(address, &ca_pem).await);
+        }
+        saturate(&senders, &bodies, 1).await;
+        let (idle_rss, _) = rss(pid);
+
+        let latencies = open_loop(&senders, &bodies, seconds).await;
+        let (rss_rate, _) = rss(pid);
+        println!(
+            "open loop {RATE} req/s for {seconds} s over {CONNECTIONS} h2+TLS connections ({} requests): p50 {:.3} ms, p99 {:.3} ms, p99.9 {:.3} ms, max {:.3} ms",
+            latencies.len(),
+            percentile(&latencies, 0.50).as_secs_f64() * 1e3,
+            percentile(&latencies, 0.99).as_secs_f64() * 1e3,
+            percentile(&latencies, 0.999).as_secs_f64() * 1e3,
+            latencies[latencies.len() - 1].as_secs_f64() * 1e3,
+        );
+
+        let started = Instant::now();
+        let done = saturate(&senders, &bodies, seconds).await;
+        let rate = done as f64 / started.elapsed().as_secs_f64();
+        let (rss_now, rss_peak) = rss(pid);
+        println!(
+            "saturation ({SATURATION_IN_FLIGHT} in flight, {CONNECTIONS} connections, client in the same machine): {rate:.0} req/s"
+        );
+        println!(
+            "server RSS: {:.1} MiB idle, {:.1} MiB at {RATE} req/s, {:.1} MiB after saturation, peak {:.1} MiB",
+            idle_rss as f64 / 1024.0,
+            rss_rate as f64 / 1024.0,
+            rss_now as f64 / 1024.0,
+            rss_peak as f64 / 1024.0
+        );
+    });
+    drop(server.stdin.take());
+    let _ = server.wait();
+}
