@@ -15,8 +15,8 @@
 
 pub mod admission;
 pub mod check;
-pub mod conversion;
 pub mod cluster;
+pub mod conversion;
 pub mod crd;
 pub mod features;
 pub mod finding;
