@@ -3,7 +3,9 @@
 //! Only wiring lives here: every decision is made by `raygate_api`, the same functions the
 //! webhook and the reconciler call.
 
+mod logging;
 mod reconcile;
+mod run;
 
 use std::fs;
 use std::io::{self, Read, Write};
@@ -113,13 +115,31 @@ enum Command {
         server: Box<webhook::WebhookArgs>,
         #[command(flatten)]
         rules: RuleOptions,
+        #[command(flatten)]
+        log: logging::LogArgs,
     },
     /// Run raygate's reconciler: turns RayClusters into a head Service and Pods (with their
     /// Volcano PodGroup in opted-in namespaces), with leader election, health and metrics.
     ///
     /// Exit codes: 0 after SIGTERM/SIGINT, 2 on a start-up error, lost leadership or a fatal
     /// API error.
-    Reconcile(Box<reconcile::Args>),
+    Reconcile {
+        #[command(flatten)]
+        args: Box<reconcile::Args>,
+        #[command(flatten)]
+        log: logging::LogArgs,
+    },
+    /// Run the webhook and the reconciler in one process, as the install manifests'
+    /// Deployment does: every replica serves the webhook, the Lease holder reconciles.
+    ///
+    /// Exit codes: 0 after SIGTERM/SIGINT, 2 on a start-up error, lost leadership or a fatal
+    /// error of either part.
+    Run {
+        #[command(flatten)]
+        args: Box<run::RunArgs>,
+        #[command(flatten)]
+        log: logging::LogArgs,
+    },
     /// Print raygate's version and the upstream versions it is compatible with.
     Version,
 }
@@ -193,12 +213,16 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Crds { write } => crds(write),
         Command::Convert { files, to } => convert::run(&files.files, to),
         Command::Manifests { namespace, image } => manifests::run(namespace, image),
-        Command::Webhook { server, rules } => {
-            webhook::run(*server, rules.context())?;
+        Command::Webhook { server, rules, log } => {
+            webhook::run(*server, rules.context(), log)?;
             Ok(EXIT_VALID)
         }
-        Command::Reconcile(args) => {
-            reconcile::run(*args)?;
+        Command::Reconcile { args, log } => {
+            reconcile::run(*args, log)?;
+            Ok(EXIT_VALID)
+        }
+        Command::Run { args, log } => {
+            run::run(*args, log)?;
             Ok(EXIT_VALID)
         }
         Command::Version => {

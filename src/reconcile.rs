@@ -13,6 +13,8 @@ use raygate_api::keys;
 use raygate_api::validation::{ReconcilerKind, ValidationContext};
 use raygate_reconciler::{Config, LeaderElection};
 
+use crate::logging::LogArgs;
+
 /// Flags of `raygate reconcile` (each with an environment variable of the same meaning).
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -108,22 +110,11 @@ pub struct Args {
     /// single-node setups).
     #[arg(long, env = "RAYGATE_RAY_DASHBOARD_ADDRESS", value_name = "HOST:PORT")]
     ray_dashboard_address: Option<String>,
-    /// Log format.
-    #[arg(long, env = "RAYGATE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
-    log_format: LogFormat,
-}
-
-/// How log lines are written (the level comes from `RUST_LOG`, default `info`).
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
 }
 
 impl Args {
-    fn config(self) -> Result<Config> {
+    /// The reconciler's configuration, checked.
+    pub fn config(self) -> Result<Config> {
         let Some((key, value)) = self.namespace_label.split_once('=') else {
             bail!(
                 "--namespace-label {:?}: expected KEY=VALUE, e.g. {}={}",
@@ -191,19 +182,9 @@ fn default_identity() -> String {
     format!("{host}-{}", std::process::id())
 }
 
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().flatten_event(true).init(),
-    }
-}
-
 /// Runs the reconciler until SIGTERM/SIGINT.
-pub fn run(args: Args) -> Result<()> {
-    init_logging(args.log_format);
+pub fn run(args: Args, log: LogArgs) -> Result<()> {
+    crate::logging::init(log);
     let config = args.config()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -1,6 +1,5 @@
 //! `raygate webhook`: the admission webhook server, wired from flags.
 
-use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +13,7 @@ use raygate_webhook::{AppState, Caches, Limits, Metrics, ServeOptions};
 use tokio::sync::watch;
 
 use crate::certs::CertArgs;
+use crate::logging::LogArgs;
 
 /// Flags of `raygate webhook`.
 #[derive(clap::Args)]
@@ -46,17 +46,6 @@ pub struct WebhookArgs {
     /// On SIGTERM, how long in-flight reviews may take to finish, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     drain_timeout: f64,
-    /// Log format.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "RAYGATE_LOG_FORMAT")]
-    log_format: LogFormat,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
 }
 
 fn seconds(flag: &str, value: f64) -> Result<Duration> {
@@ -66,22 +55,18 @@ fn seconds(flag: &str, value: f64) -> Result<Duration> {
         .with_context(|| format!("--{flag}: {value} is not a positive number of seconds"))
 }
 
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal());
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
+/// Runs the webhook server until SIGTERM or SIGINT, then drains in-flight requests.
+pub fn run(args: WebhookArgs, validation: ValidationContext, log: LogArgs) -> Result<()> {
+    crate::logging::init(log);
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?
+        .block_on(serve_args(args, validation))
 }
 
-/// Runs the webhook server until SIGTERM or SIGINT, then drains in-flight requests.
-pub fn run(args: WebhookArgs, validation: ValidationContext) -> Result<()> {
-    init_logging(args.log_format);
+/// Serves the webhook until SIGTERM or SIGINT, on the caller's runtime (`raygate run`).
+pub async fn serve_args(args: WebhookArgs, validation: ValidationContext) -> Result<()> {
     let limits = Limits {
         max_body_bytes: args.max_request_bytes,
         request_timeout: seconds("request-timeout", args.request_timeout)?,
@@ -91,11 +76,7 @@ pub fn run(args: WebhookArgs, validation: ValidationContext) -> Result<()> {
         ..ServeOptions::default()
     };
     let cert_source = args.certs.source()?;
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?
-        .block_on(serve(args, validation, limits, options, cert_source))
+    serve(args, validation, limits, options, cert_source).await
 }
 
 async fn serve(

@@ -1,0 +1,105 @@
+//! `raygate run`: the webhook and the reconciler co-deployed in one process (the command of
+//! the install manifests' Deployment).
+//!
+//! Every replica serves the webhook; the reconciler's controllers run only on the replica
+//! holding the Lease. Either part can be switched off. A fatal error of either part (e.g. lost
+//! leadership) ends the process, so its supervisor restarts it as a standby.
+
+use anyhow::{Result, bail};
+use raygate_api::validation::ReconcilerKind;
+
+use crate::logging::LogArgs;
+use crate::{reconcile, webhook};
+
+/// Flags of `raygate run`: those of `raygate webhook` and `raygate reconcile`, plus which
+/// parts run.
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Serve the admission and conversion webhook.
+    #[arg(long, env = "RAYGATE_ENABLE_WEBHOOK", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    enable_webhook: bool,
+    /// Run the reconciler (RayJob, RayCluster and QueuePolicy controllers). With `false`,
+    /// RayJobs and RayClusters are left to KubeRay and validated for KubeRay.
+    #[arg(long, env = "RAYGATE_ENABLE_RECONCILER", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    enable_reconciler: bool,
+    #[command(flatten)]
+    webhook: Box<webhook::WebhookArgs>,
+    #[command(flatten)]
+    reconciler: Box<reconcile::Args>,
+}
+
+/// Runs the enabled parts until SIGTERM/SIGINT or the first fatal error.
+pub fn run(args: RunArgs, log: LogArgs) -> Result<()> {
+    if !args.enable_webhook && !args.enable_reconciler {
+        bail!("--enable-webhook=false and --enable-reconciler=false leave nothing to run");
+    }
+    crate::logging::init(log);
+    let config = args.reconciler.config()?;
+    // The webhook validates for whichever controller runs the objects.
+    let mut validation = config.validation.clone();
+    validation.reconciler = if args.enable_reconciler {
+        ReconcilerKind::Raygate
+    } else {
+        ReconcilerKind::Kuberay
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let webhook = async {
+            if args.enable_webhook {
+                webhook::serve_args(*args.webhook, validation).await
+            } else {
+                Ok(())
+            }
+        };
+        let reconciler = async {
+            if args.enable_reconciler {
+                raygate_reconciler::run(config).await?;
+            }
+            Ok(())
+        };
+        tokio::try_join!(webhook, reconciler).map(|_| ())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: RunArgs,
+    }
+
+    #[test]
+    fn webhook_and_reconciler_flags_do_not_clash() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn both_parts_run_by_default_and_each_can_be_switched_off() {
+        let cli = Cli::try_parse_from(["run"]).expect("defaults parse");
+        assert!(cli.args.enable_webhook && cli.args.enable_reconciler);
+        let cli = Cli::try_parse_from(["run", "--enable-reconciler", "false"]).expect("parses");
+        assert!(cli.args.enable_webhook && !cli.args.enable_reconciler);
+    }
+
+    #[test]
+    fn switching_both_parts_off_is_refused() {
+        let cli =
+            Cli::try_parse_from(["run", "--enable-webhook=false", "--enable-reconciler=false"])
+                .expect("parses");
+        let error = run(
+            cli.args,
+            LogArgs {
+                log_format: crate::logging::LogFormat::Text,
+            },
+        )
+        .expect_err("nothing to run");
+        assert!(error.to_string().contains("nothing to run"), "{error}");
+    }
+}
