@@ -33,6 +33,10 @@ async fn webhook_up() -> RwLockReadGuard<'static, ()> {
 /// The namespace label that opts into Volcano onboarding.
 const OPT_IN: (&str, &str) = ("raygate.io/scheduler", "volcano");
 
+/// These tests create Ray Pods by hand, as KubeRay would, so the environment's reconciler
+/// must leave their namespaces alone.
+const PODS_BY_HAND: (&str, &str) = (raygate_e2e::reconciler::PRIVATE_RECONCILER_LABEL, "true");
+
 /// `tests/env/control-plane`.
 fn control_plane() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("env/control-plane")

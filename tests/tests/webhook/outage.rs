@@ -10,7 +10,8 @@ use raygate_e2e::{Env, TestNamespace};
 use serde_json::json;
 
 use super::{
-    OPT_IN, WEBHOOK, annotations, control_plane, create_ray_object, kuberay_pod, ray_cluster,
+    OPT_IN, PODS_BY_HAND, WEBHOOK, annotations, control_plane, create_ray_object, kuberay_pod,
+    ray_cluster,
 };
 
 /// `tests/env/control-plane webhook stop|start`, which runs inside the namespace too.
@@ -40,8 +41,9 @@ fn plain_pod(name: &str) -> Pod {
 async fn with_the_webhook_down_only_ray_pods_in_opted_in_namespaces_are_refused() {
     let _alone = WEBHOOK.write().await;
     let env = Env::load();
-    let opted_in = TestNamespace::with_labels(&env, "webhook-outage", &[OPT_IN]).await;
-    let plain = TestNamespace::new(&env, "webhook-outage-plain").await;
+    let opted_in =
+        TestNamespace::with_labels(&env, "webhook-outage", &[OPT_IN, PODS_BY_HAND]).await;
+    let plain = TestNamespace::with_labels(&env, "webhook-outage-plain", &[PODS_BY_HAND]).await;
     let opted_cluster = create_ray_object(&opted_in, ray_cluster("down", 1, json!({}))).await;
     let plain_cluster = create_ray_object(&plain, ray_cluster("down", 1, json!({}))).await;
 

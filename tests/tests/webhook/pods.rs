@@ -13,8 +13,8 @@ use raygate_e2e::{Env, TestNamespace};
 use serde_json::json;
 
 use super::{
-    OPT_IN, SETTLE, annotations, create_ray_object, kuberay_pod, labels, ray_cluster, string_map,
-    webhook_up,
+    OPT_IN, PODS_BY_HAND, SETTLE, annotations, create_ray_object, kuberay_pod, labels, ray_cluster,
+    string_map, webhook_up,
 };
 
 /// How long "nothing is bound" is watched for (Volcano schedules every second).
@@ -65,14 +65,14 @@ fn scheduler(pod: &Pod) -> &str {
 async fn a_rayclusters_pods_join_one_gang_with_exactly_raygates_metadata_and_bind_all_or_none() {
     let _webhook = webhook_up().await;
     let env = Env::load();
-    let ns = TestNamespace::with_labels(&env, "webhook-gang", &[OPT_IN]).await;
+    let ns = TestNamespace::with_labels(&env, "webhook-gang", &[OPT_IN, PODS_BY_HAND]).await;
     let cluster = create_ray_object(
         &ns,
         ray_cluster("gang", 2, json!({"volcano.sh/queue-name": "default"})),
     )
     .await;
     // The PodGroup raygate's reconciler creates for the cluster, sized by the same function
-    // (the reconciler is not part of this environment).
+    // (the environment's reconciler leaves this namespace alone: PODS_BY_HAND).
     let stored = serde_json::to_value(&cluster).unwrap();
     let mut group = check_object(stored, &ValidationContext::default())
         .expect("a RayCluster")
@@ -170,7 +170,7 @@ async fn a_rayclusters_pods_join_one_gang_with_exactly_raygates_metadata_and_bin
 async fn a_rayjobs_cluster_pods_join_the_rayjobs_gang_with_its_labels() {
     let _webhook = webhook_up().await;
     let env = Env::load();
-    let ns = TestNamespace::with_labels(&env, "webhook-job", &[OPT_IN]).await;
+    let ns = TestNamespace::with_labels(&env, "webhook-job", &[OPT_IN, PODS_BY_HAND]).await;
     let mut job_cluster = ray_cluster("unused", 1, json!({}));
     let job = create_ray_object(
         &ns,
@@ -214,7 +214,7 @@ async fn a_rayjobs_cluster_pods_join_the_rayjobs_gang_with_its_labels() {
 async fn ray_pods_in_an_unlabelled_namespace_are_untouched_and_bound_by_the_default_scheduler() {
     let _webhook = webhook_up().await;
     let env = Env::load();
-    let ns = TestNamespace::new(&env, "webhook-plain").await;
+    let ns = TestNamespace::with_labels(&env, "webhook-plain", &[PODS_BY_HAND]).await;
     let cluster = create_ray_object(
         &ns,
         ray_cluster("plain", 1, json!({"volcano.sh/queue-name": "default"})),
