@@ -168,7 +168,8 @@ fn pod_group_actions(
             actions.push(Action::CreatePodGroup(Box::new(pg)));
         }
         Some(pg) => {
-            if pg.spec.min_member != Some(min_member)
+            // Volcano writes PodGroups back with Go's omitempty: an absent minMember is 0.
+            if pg.spec.min_member.unwrap_or(0) != min_member
                 || !same_resources(pg.spec.min_resources.as_ref(), &min_resources)
             {
                 actions.push(Action::ResizePodGroup {
@@ -187,9 +188,9 @@ fn same_resources(
     current: Option<&BTreeMap<String, Quantity>>,
     wanted: &BTreeMap<String, Quantity>,
 ) -> bool {
-    let Some(current) = current else {
-        return false;
-    };
+    // An absent minResources (Go's omitempty drops an empty map) is an empty one.
+    let empty = BTreeMap::new();
+    let current = current.unwrap_or(&empty);
     let parse = |m: &BTreeMap<String, Quantity>| -> Option<BTreeMap<String, ResourceQuantity>> {
         m.iter()
             .map(|(k, q)| Some((k.clone(), ResourceQuantity::try_from(q).ok()?)))

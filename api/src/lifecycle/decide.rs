@@ -1109,9 +1109,9 @@ fn gang_differs(
             .map(|(k, v)| Some((k.clone(), ResourceQuantity::try_from(v).ok()?)))
             .collect()
     };
-    let Some(live) = live.spec.min_resources.as_ref() else {
-        return true;
-    };
+    // Volcano writes PodGroups back with Go's omitempty: an absent minResources is empty.
+    let empty = BTreeMap::new();
+    let live = live.spec.min_resources.as_ref().unwrap_or(&empty);
     match (parse(live), parse(min_resources)) {
         (Some(a), Some(b)) => a != b,
         _ => true,
