@@ -189,6 +189,36 @@ async fn a_v1alpha1_rayjob_from_older_docs_is_accepted_and_readable_as_v1() {
         listed["items"][0]["spec"]["entrypoint"],
         manifest["spec"]["entrypoint"]
     );
+
+    // raygate's reconciler (running in the environment, reading v1) takes it up: the cluster
+    // name is written to status and the RayCluster exists.
+    let cluster_name = ns
+        .wait_for(
+            "raygate's reconciler to create the RayJob's RayCluster",
+            std::time::Duration::from_secs(90),
+            || async {
+                let v1 = get(&ns, "v1", "RayJob", "rayjob-sample").await;
+                let Some(name) = v1["status"]["rayClusterName"].as_str().map(str::to_string) else {
+                    return Ok(None);
+                };
+                let cluster = kubectl(
+                    &env,
+                    &[
+                        "get",
+                        "rayclusters.v1.ray.io",
+                        "-n",
+                        ns.name(),
+                        "-o",
+                        "name",
+                    ],
+                    None,
+                )
+                .await;
+                Ok(cluster.contains(&name).then_some(name))
+            },
+        )
+        .await;
+    assert!(cluster_name.starts_with("rayjob-sample-"), "{cluster_name}");
 }
 
 /// A v1 RayJob with v1-only fields at every level of the spec.
