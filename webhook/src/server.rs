@@ -29,16 +29,10 @@ use crate::ray::RayWebhook;
 use crate::review::{self, AdmissionRequest, Verdict};
 use crate::{pods, ray};
 
-/// Path of the Pod mutating webhook.
-pub const MUTATE_PODS_PATH: &str = "/mutate/pods";
-/// Path of the RayJob / RayCluster mutating webhook (queue defaulting).
-pub const MUTATE_RAY_PATH: &str = "/mutate/ray";
-/// Path of the RayJob / RayCluster validating webhook.
-pub const VALIDATE_RAY_PATH: &str = "/validate/ray";
-/// Path of the QueuePolicy validating webhook.
-pub const VALIDATE_QUEUE_POLICY_PATH: &str = "/validate/queuepolicy";
-/// Path of the `ray.io` CRD conversion webhook (ConversionReview).
-pub const CONVERT_PATH: &str = "/convert";
+// The paths are shared with the install manifests, which must name the same ones.
+pub use raygate_api::keys::{
+    CONVERT_PATH, MUTATE_PODS_PATH, MUTATE_RAY_PATH, VALIDATE_QUEUE_POLICY_PATH, VALIDATE_RAY_PATH,
+};
 
 /// The API server's own request-body limit (3 MiB): no AdmissionReview it sends for an object
 /// it would store is larger.
