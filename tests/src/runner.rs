@@ -1,10 +1,11 @@
-//! What the `submitter-runner` binary runs for a pod: container 0's command, arguments and
-//! environment, with `$(VAR)` references expanded as the kubelet does and every Ray dashboard
-//! address pointed at the environment's Ray head.
+//! What the `submitter-runner` binary runs for a pod: container 0 of a Job's pod, or the
+//! SidecarMode submitter container of a Ray head pod — its command, arguments and environment,
+//! with `$(VAR)` references expanded as the kubelet does and every Ray dashboard address pointed
+//! at the environment's Ray head.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Container, Pod};
 
 /// Annotation the runner puts on a pod before running it, so it runs once, also across runner
 /// restarts.
@@ -12,6 +13,49 @@ pub const RAN_ANNOTATION: &str = "e2e.raygate.io/submitter-runner";
 
 /// The Ray dashboard port whose addresses are rewritten.
 const DASHBOARD_PORT: &str = "8265";
+
+/// Name of the submitter container KubeRay's SidecarMode adds to the head pod.
+pub const SIDECAR_SUBMITTER: &str = "ray-job-submitter";
+
+/// Which container of a pod the runner runs, and what its end means for the pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// Container 0 of a pod owned by a batch/v1 Job: the pod ends with it.
+    JobPod,
+    /// The SidecarMode submitter container of a Ray head pod (not owned by a Job): it ends, the
+    /// pod (the Ray head) keeps running.
+    Sidecar,
+}
+
+impl Target {
+    /// What the runner does with `pod`, if anything.
+    pub fn of(pod: &Pod) -> Option<Target> {
+        if owned_by_job(pod) {
+            return Some(Target::JobPod);
+        }
+        let head = pod
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("ray.io/node-type"))
+            .is_some_and(|t| t == "head");
+        let sidecar = pod
+            .spec
+            .iter()
+            .flat_map(|s| &s.containers)
+            .any(|c| c.name == SIDECAR_SUBMITTER);
+        (head && sidecar).then_some(Target::Sidecar)
+    }
+
+    /// The container of `pod` to run.
+    pub fn container<'p>(&self, pod: &'p Pod) -> Option<&'p Container> {
+        let containers = &pod.spec.as_ref()?.containers;
+        match self {
+            Target::JobPod => containers.first(),
+            Target::Sidecar => containers.iter().find(|c| c.name == SIDECAR_SUBMITTER),
+        }
+    }
+}
 
 /// One process to start for a pod.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,19 +77,17 @@ pub fn owned_by_job(pod: &Pod) -> bool {
         .any(|o| o.api_version == "batch/v1" && o.kind == "Job")
 }
 
-/// The invocation for `pod`'s container 0, with dashboard addresses rewritten to `dashboard`
-/// (`http://host:port`).
+/// The invocation for `pod`'s container chosen by `target`, with dashboard addresses rewritten
+/// to `dashboard` (`http://host:port`).
 ///
 /// # Errors
-/// A message for the pod's status when the container cannot be run here: no container, no
+/// A message for the pod's status when the container cannot be run here: no such container, no
 /// `command` (the image's entrypoint is unknown without a container runtime), or an environment
 /// variable taken from another object (`valueFrom`).
-pub fn invocation(pod: &Pod, dashboard: &str) -> Result<Invocation, String> {
-    let container = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.containers.first())
-        .ok_or("the pod has no container")?;
+pub fn invocation(pod: &Pod, target: &Target, dashboard: &str) -> Result<Invocation, String> {
+    let container = target
+        .container(pod)
+        .ok_or("the pod has no container to run")?;
     let mut env = Vec::new();
     let mut known = BTreeMap::new();
     for var in container.env.iter().flatten() {
@@ -163,7 +205,7 @@ mod tests {
     use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;
 
-    use super::{Invocation, expand, invocation, owned_by_job, rewrite_dashboard};
+    use super::{Invocation, Target, expand, invocation, owned_by_job, rewrite_dashboard};
 
     const HEAD: &str = "http://127.0.0.1:8265";
 
@@ -213,8 +255,9 @@ mod tests {
         }))
         .unwrap();
         assert!(owned_by_job(&pod));
+        assert_eq!(Target::of(&pod), Some(Target::JobPod));
         assert_eq!(
-            invocation(&pod, HEAD),
+            invocation(&pod, &Target::JobPod, HEAD),
             Ok(Invocation {
                 program: "/bin/bash".into(),
                 args: vec![
@@ -237,7 +280,7 @@ mod tests {
             serde_json::from_value(json!({"spec": {"containers": [{"name": "c", "args": ["x"]}]}}))
                 .unwrap();
         assert!(
-            invocation(&no_command, HEAD)
+            invocation(&no_command, &Target::JobPod, HEAD)
                 .unwrap_err()
                 .contains("no command")
         );
@@ -246,7 +289,44 @@ mod tests {
             "env": [{"name": "T", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}]}}),
         )
         .unwrap();
-        assert!(invocation(&secret, HEAD).unwrap_err().contains("valueFrom"));
+        assert!(
+            invocation(&secret, &Target::JobPod, HEAD)
+                .unwrap_err()
+                .contains("valueFrom")
+        );
         assert!(!owned_by_job(&secret));
+        assert_eq!(Target::of(&secret), None);
+    }
+
+    #[test]
+    fn runs_the_sidecar_submitter_of_a_head_pod_only() {
+        let head: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "h", "labels": {"ray.io/node-type": "head"}},
+            "spec": {"containers": [
+                {"name": "ray-head", "command": ["ray", "start"]},
+                {"name": "ray-job-submitter", "command": ["/bin/bash", "-ce", "--"],
+                 "args": ["until curl http://localhost:8265/api/gcs_healthz ; do sleep 2 ; done ; ray job submit --address http://127.0.0.1:8265 -- true"]}]}
+        }))
+        .unwrap();
+        assert_eq!(Target::of(&head), Some(Target::Sidecar));
+        let run = invocation(&head, &Target::Sidecar, HEAD).unwrap();
+        assert_eq!(run.program, "/bin/bash");
+        assert_eq!(
+            run.args[2],
+            "until curl http://127.0.0.1:8265/api/gcs_healthz ; do sleep 2 ; done ; ray job submit --address http://127.0.0.1:8265 -- true"
+        );
+        let mut plain_head = head.clone();
+        plain_head.spec.as_mut().unwrap().containers.pop();
+        assert_eq!(Target::of(&plain_head), None, "no submitter container");
+        let mut worker = head;
+        worker.metadata.labels = Some(BTreeMap::from([(
+            "ray.io/node-type".to_string(),
+            "worker".to_string(),
+        )]));
+        assert_eq!(
+            Target::of(&worker),
+            None,
+            "only head pods carry the sidecar"
+        );
     }
 }

@@ -1,4 +1,5 @@
-//! `submitter-runner`: the kubelet stand-in for pods owned by a batch/v1 Job.
+//! `submitter-runner`: the kubelet stand-in for pods owned by a batch/v1 Job and for the
+//! SidecarMode submitter container of Ray head pods.
 //!
 //! kwok (configured by `tests/env/control-plane` without a "complete" stage) keeps Job-owned pods
 //! Running. This program watches Running pods owned by a Job, really runs container 0's command
@@ -6,6 +7,12 @@
 //! venv first on `PATH`), then writes the outcome to the pod's status as a kubelet would: phase
 //! `Succeeded` or `Failed`, and `containerStatuses[0].state.terminated` with the exit code, reason
 //! and times. The Job controller takes it from there.
+//!
+//! A Running Ray head pod (`ray.io/node-type=head`) with a `ray-job-submitter` container
+//! (KubeRay's SidecarMode) gets that container run the same way; afterwards only that
+//! container's status becomes `terminated` and the pod's Ready/ContainersReady conditions
+//! `False` (`ContainersNotReady`), as a kubelet reports a finished container of a pod with
+//! `restartPolicy: Never` whose other containers still run: the pod stays Running.
 //!
 //! Each pod runs once: the runner annotates it before starting the command. A pod found annotated
 //! but still Running (the runner was restarted mid-run) is marked Failed instead of run again.
@@ -33,7 +40,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};
-use raygate_e2e::runner::{self, RAN_ANNOTATION};
+use raygate_e2e::runner::{self, RAN_ANNOTATION, Target};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -93,11 +100,14 @@ struct Runner {
 }
 
 impl Runner {
-    /// Starts a task for `pod` if it is a Running Job pod not taken yet.
+    /// Starts a task for `pod` if it is a Running pod with something to run, not taken yet.
     fn consider(self: &Arc<Self>, pod: Pod) {
-        if pod.metadata.deletion_timestamp.is_some() || !runner::owned_by_job(&pod) {
+        if pod.metadata.deletion_timestamp.is_some() {
             return;
         }
+        let Some(target) = Target::of(&pod) else {
+            return;
+        };
         let Some(uid) = pod.metadata.uid.clone() else {
             return;
         };
@@ -107,13 +117,13 @@ impl Runner {
         let this = Arc::clone(self);
         tokio::spawn(async move {
             let name = format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
-            if let Err(e) = this.handle(pod).await {
+            if let Err(e) = this.handle(pod, target).await {
                 eprintln!("{name}: {e:#}");
             }
         });
     }
 
-    async fn handle(&self, pod: Pod) -> anyhow::Result<()> {
+    async fn handle(&self, pod: Pod, target: Target) -> anyhow::Result<()> {
         let namespace = pod.namespace().context("pod without namespace")?;
         let name = pod.name_any();
         let pods: Api<Pod> = Api::namespaced(self.pods.clone().into_client(), &namespace);
@@ -132,19 +142,13 @@ impl Runner {
             pods.patch(&name, &PatchParams::default(), &Patch::Merge(&mark))
                 .await
                 .context("annotating the pod before running it")?;
-            self.run(&namespace, &name, &pod).await
+            self.run(&namespace, &name, &pod, &target).await
         };
         eprintln!(
             "{namespace}/{name}: exit code {} ({})",
             outcome.exit_code, outcome.reason
         );
         let finished = Time(Timestamp::now());
-        let phase = if outcome.exit_code == 0 {
-            "Succeeded"
-        } else {
-            "Failed"
-        };
-        let not_ready = |type_: &str| json!({"type": type_, "status": "False", "reason": "PodCompleted", "lastTransitionTime": finished});
         let terminated = json!({"terminated": {
             "exitCode": outcome.exit_code,
             "reason": outcome.reason,
@@ -152,23 +156,42 @@ impl Runner {
             "startedAt": Time(outcome.started_at),
             "finishedAt": finished,
         }});
+        let container = target
+            .container(&pod)
+            .map(|c| c.name.clone())
+            .unwrap_or_default();
+        let (reason, message) = match target {
+            Target::JobPod => ("PodCompleted", None),
+            Target::Sidecar => (
+                "ContainersNotReady",
+                Some(format!("containers with unready status: [{container}]")),
+            ),
+        };
+        let not_ready = |type_: &str| json!({"type": type_, "status": "False", "reason": reason, "message": message, "lastTransitionTime": finished});
         // containerStatuses is replaced as a whole by any patch: keep the other containers'
-        // entries (and container 0's image) as kwok wrote them.
-        let status = json!({"status": {
-            "phase": phase,
+        // entries (and this container's image) as kwok wrote them.
+        let mut status = json!({
             "conditions": [not_ready("Ready"), not_ready("ContainersReady")],
-            "containerStatuses": container_statuses(&pod, terminated),
-        }});
+            "containerStatuses": container_statuses(&pod, &container, terminated),
+        });
+        if target == Target::JobPod {
+            status["phase"] = json!(if outcome.exit_code == 0 {
+                "Succeeded"
+            } else {
+                "Failed"
+            });
+        }
+        let status = json!({ "status": status });
         pods.patch_status(&name, &PatchParams::default(), &Patch::Strategic(&status))
             .await
             .context("writing the pod's terminal status")?;
         Ok(())
     }
 
-    /// Runs container 0 and returns how it ended.
-    async fn run(&self, namespace: &str, name: &str, pod: &Pod) -> Outcome {
+    /// Runs the target container and returns how it ended.
+    async fn run(&self, namespace: &str, name: &str, pod: &Pod, target: &Target) -> Outcome {
         let started_at = Timestamp::now();
-        let invocation = match runner::invocation(pod, &self.dashboard) {
+        let invocation = match runner::invocation(pod, target, &self.dashboard) {
             Ok(invocation) => invocation,
             Err(message) => {
                 return Outcome {
@@ -241,8 +264,8 @@ impl Runner {
     }
 }
 
-/// The pod's container statuses with container 0 in state `state`, not ready.
-fn container_statuses(pod: &Pod, state: serde_json::Value) -> serde_json::Value {
+/// The pod's container statuses with container `name` in state `state`, not ready.
+fn container_statuses(pod: &Pod, name: &str, state: serde_json::Value) -> serde_json::Value {
     let spec = pod.spec.clone().unwrap_or_default();
     let current = pod
         .status
@@ -250,15 +273,14 @@ fn container_statuses(pod: &Pod, state: serde_json::Value) -> serde_json::Value 
         .and_then(|s| s.container_statuses.clone())
         .unwrap_or_default();
     let mut statuses = serde_json::to_value(current).unwrap_or_else(|_| json!([]));
-    let first = spec.containers.first();
-    let name = first.map(|c| c.name.clone()).unwrap_or_default();
+    let container = spec.containers.iter().find(|c| c.name == name);
     let list = statuses
         .as_array_mut()
         .expect("a list serialises to an array");
     let entry = match list.iter().position(|c| c["name"] == json!(name)) {
         Some(i) => &mut list[i],
         None => {
-            let image = first.and_then(|c| c.image.clone()).unwrap_or_default();
+            let image = container.and_then(|c| c.image.clone()).unwrap_or_default();
             list.push(json!({"name": name, "image": image, "imageID": "", "restartCount": 0}));
             list.last_mut().expect("just pushed")
         }
@@ -326,7 +348,7 @@ async fn main() -> anyhow::Result<()> {
     )
     .default_backoff()
     .boxed();
-    eprintln!("submitter-runner: watching Running pods owned by Jobs");
+    eprintln!("submitter-runner: watching Running pods owned by Jobs and SidecarMode head pods");
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     loop {
         tokio::select! {
