@@ -332,6 +332,7 @@ impl<'s, 'a> Pass<'s, 'a> {
         if self.mode == SubmissionMode::K8sJob && self.s.submitter.is_none() {
             let built = submitter_job(
                 self.s.job,
+                &cluster.spec,
                 self.st.dashboard_url.as_deref().unwrap_or_default(),
                 self.st.job_id.as_deref().unwrap_or_default(),
                 self.s.volcano,

@@ -331,8 +331,13 @@ pub(super) fn sidecar_container(
 /// or KubeRay's default; container 0 runs the submit command unless it has a command of its
 /// own; in Volcano namespaces the template carries the RayJob's gang metadata (the same patch
 /// the webhook applies), as task `submittergroup`.
+///
+/// `cluster` is the spec of the RayCluster the job runs on: as in KubeRay, the default
+/// submitter takes its image, pull policy and pull secrets from that cluster's head, which in
+/// clusterSelector mode is not described by the RayJob at all.
 pub fn submitter_job(
     job: &RayJob,
+    cluster: &RayClusterSpec,
     dashboard_url: &str,
     submission_id: &str,
     volcano: bool,
@@ -344,15 +349,13 @@ pub fn submitter_job(
         None => PodTemplateSpec {
             metadata: None,
             spec: Some(PodSpec {
-                containers: vec![default_submitter_container(
-                    job.spec.ray_cluster_spec.as_ref(),
-                )],
+                containers: vec![default_submitter_container(Some(cluster))],
                 restart_policy: Some("Never".into()),
-                image_pull_secrets: job
+                image_pull_secrets: cluster
+                    .head_group_spec
+                    .template
                     .spec
-                    .ray_cluster_spec
                     .as_ref()
-                    .and_then(|s| s.head_group_spec.template.spec.as_ref())
                     .and_then(|p| p.image_pull_secrets.clone()),
                 ..PodSpec::default()
             }),
@@ -363,9 +366,8 @@ pub fn submitter_job(
         pod.restart_policy = Some("Never".into());
     }
     if pod.containers.is_empty() {
-        pod.containers.push(default_submitter_container(
-            job.spec.ray_cluster_spec.as_ref(),
-        ));
+        pod.containers
+            .push(default_submitter_container(Some(cluster)));
     }
     let container = &mut pod.containers[0];
     if container.name.is_empty() {

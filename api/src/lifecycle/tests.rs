@@ -431,6 +431,46 @@ fn metadata_needs_ray_2_6() {
 }
 
 #[test]
+fn a_selected_cluster_gives_the_default_submitter_its_image() {
+    let mut selected = job("");
+    selected.spec.ray_cluster_spec = None;
+    selected.spec.cluster_selector = Some(BTreeMap::from([(
+        "ray.io/cluster".to_string(),
+        "shared".to_string(),
+    )]));
+    let mut world = World::new(initializing(selected));
+    world.job.status.as_mut().unwrap().ray_cluster_name = Some("shared".into());
+    let mut cluster = cluster_of(&initializing(job("")), Some("ready"));
+    cluster.metadata.name = Some("shared".into());
+    cluster.metadata.owner_references = None;
+    let head = &mut cluster.spec.head_group_spec.template.spec.as_mut().unwrap();
+    head.containers[0].image = Some("registry.example/ray:own".into());
+    head.image_pull_secrets = Some(vec![k8s_openapi::api::core::v1::LocalObjectReference {
+        name: "pull".into(),
+    }]);
+    world.cluster = Some(cluster);
+    let decision = world.decide();
+    assert_eq!(kinds(&decision), ["CreateSubmitterJob", "UpdateStatus"]);
+    let Action::CreateSubmitterJob(submitter) = &decision.actions[0] else {
+        unreachable!()
+    };
+    let pod = submitter
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        pod.containers[0].image.as_deref(),
+        Some("registry.example/ray:own"),
+        "the RayJob has no rayClusterSpec: the image comes from the cluster it runs on"
+    );
+    assert_eq!(pod.image_pull_secrets.as_ref().unwrap()[0].name, "pull");
+}
+
+#[test]
 fn a_user_submitter_template_is_honoured_and_completed() {
     let job = job(r#"  submitterConfig: {backoffLimit: 5}
   submitterPodTemplate:
@@ -439,7 +479,8 @@ fn a_user_submitter_template_is_honoured_and_completed() {
       containers:
       - image: custom:1
         resources: {requests: {cpu: "2"}}"#);
-    let submitter = submitter_job(&job, "d:8265", "id", false, true).unwrap();
+    let cluster = job.spec.ray_cluster_spec.clone().unwrap();
+    let submitter = submitter_job(&job, &cluster, "d:8265", "id", false, true).unwrap();
     let spec = submitter.spec.unwrap();
     assert_eq!(spec.backoff_limit, Some(5));
     let labels = spec.template.metadata.unwrap().labels.unwrap();
