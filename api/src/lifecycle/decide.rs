@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use super::cluster::{dashboard_url, ray_cluster_for_job};
+use super::gang::gang_wait_message;
 use super::submitter::{submit_request, submitter_job};
 use super::{
     Action, DEFAULT_REQUEUE, Decision, DeploymentStatus, EventNote, RayJobObservation,
@@ -321,9 +322,12 @@ impl<'s, 'a> Pass<'s, 'a> {
             let state = cluster.status.as_ref().and_then(|s| s.state.as_deref());
             if state != Some("ready") {
                 self.st.ray_cluster_status = Some(cluster.status.clone().unwrap_or_default());
+                self.explain_gang_wait();
                 return Flow::Break;
             }
             self.st.dashboard_url = Some(dashboard_url(cluster, &self.s.config.cluster_domain));
+            // A gang-wait explanation is stale once the cluster is ready.
+            self.st.message = None;
         }
         if self.mode == SubmissionMode::Interactive {
             self.set_state(DeploymentStatus::Waiting);
@@ -982,6 +986,24 @@ impl<'s, 'a> Pass<'s, 'a> {
             }
         }
         Ok(())
+    }
+
+    /// Initializing with a cluster that is not ready: `status.message` says what Volcano reports
+    /// about the gang (cleared when it reports nothing), and a Warning Event records each new
+    /// explanation.
+    fn explain_gang_wait(&mut self) {
+        let message = self
+            .s
+            .pod_group
+            .filter(|_| self.s.volcano && !self.selector_mode())
+            .and_then(gang_wait_message);
+        if message == self.st.message {
+            return;
+        }
+        if let Some(text) = &message {
+            self.event(true, "GangUnschedulable", text.clone());
+        }
+        self.st.message = message;
     }
 
     /// Complete / Failed / Suspending / Retrying: the PodGroup, if it exists, holds what is

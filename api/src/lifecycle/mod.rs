@@ -17,6 +17,7 @@
 
 mod cluster;
 mod decide;
+mod gang;
 mod submitter;
 #[cfg(test)]
 mod tests;
@@ -37,6 +38,7 @@ use crate::volcano::PodGroup;
 
 pub use cluster::{dashboard_url, ray_cluster_for_job};
 pub use decide::decide;
+pub use gang::gang_wait_message;
 pub use submitter::{SubmitCommandError, submit_command, submitter_job};
 
 /// Name of the submitter container (KubeRay).

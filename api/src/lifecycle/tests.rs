@@ -327,6 +327,50 @@ fn initializing_waits_for_a_ready_cluster_copying_its_status() {
 }
 
 #[test]
+fn an_unschedulable_gang_is_explained_in_status_until_the_cluster_is_ready() {
+    let mut world = World::new(initializing(job("")));
+    world.volcano = true;
+    world.cluster = Some(cluster_of(&world.job, None));
+    let mut pod_group = crate::sizing::ray_job_pod_group(&world.job).unwrap();
+    pod_group.status = Some(
+        serde_json::from_value(json!({"phase": "Inqueue", "conditions": [{
+            "type": "Unschedulable", "status": "True",
+            "lastTransitionTime": at(NOW - 1), "reason": "NotEnoughResources",
+            "message": "3/3 tasks in gang unschedulable: pod group is not ready, 3 Pending, 3 minAvailable"}]}))
+        .unwrap(),
+    );
+    world.pod_group = Some(pod_group.clone());
+    let decision = world.decide();
+    assert_eq!(kinds(&decision), ["UpdateStatus"]);
+    assert_eq!(events(&decision), ["GangUnschedulable"]);
+    let status = status_of(&decision).unwrap();
+    assert_eq!(
+        status.job_deployment_status.as_deref(),
+        Some("Initializing")
+    );
+    let message = status.message.clone().unwrap();
+    assert!(
+        message.starts_with("Waiting for gang scheduling: Volcano cannot place all 3 Pods of PodGroup ray-demo-pg")
+            && message.ends_with("NotEnoughResources: 3/3 tasks in gang unschedulable: pod group is not ready, 3 Pending, 3 minAvailable"),
+        "{message}"
+    );
+
+    world.job.status = Some(status);
+    let again = world.decide();
+    assert!(again.actions.is_empty(), "same word, no write: {again:?}");
+
+    world.cluster = Some(cluster_of(&world.job, Some("ready")));
+    let status = status_of(&world.decide()).unwrap();
+    assert_eq!(status.job_deployment_status.as_deref(), Some("Running"));
+    assert_eq!(status.message, None, "the explanation goes with the wait");
+
+    world.cluster = Some(cluster_of(&world.job, None));
+    world.pod_group = Some(crate::sizing::ray_job_pod_group(&world.job).unwrap());
+    let status = status_of(&world.decide()).unwrap();
+    assert_eq!(status.message, None, "Volcano no longer objects");
+}
+
+#[test]
 fn a_ready_cluster_gets_the_submitter_and_running() {
     let mut world = World::new(initializing(job("")));
     world.volcano = true;
