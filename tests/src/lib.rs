@@ -13,10 +13,12 @@
 //! * [`ray::Dashboard`] talks to the Ray head's Jobs API;
 //! * [`raygate`] runs raygate's own binary;
 //! * [`reconciler`] runs a test's own `raygate reconcile` for its namespace;
+//! * [`nodes::FakeNode`] is a kwok node of a test's own, with the capacity it chooses;
 //! * [`runner`] holds the pure parts of the `submitter-runner` binary.
 
 pub mod env;
 pub mod namespace;
+pub mod nodes;
 pub mod ray;
 pub mod raygate;
 pub mod reconciler;

@@ -3,7 +3,9 @@
 //! controllers, every dashboard address pointed at the environment's Ray head) runs them.
 
 mod crash;
+mod gang;
 mod lifecycle;
+mod modes;
 
 use std::time::Duration;
 
