@@ -105,6 +105,8 @@ enum Command {
         /// Container image of raygate.
         #[arg(long, default_value = raygate_api::manifests::DEFAULT_IMAGE)]
         image: String,
+        #[command(flatten)]
+        webhooks: manifests::WebhookConfigurationArgs,
     },
     /// Run the admission webhook server (TLS): Pod onboarding into Volcano gangs for
     /// namespaces labelled `raygate.io/scheduler=volcano`, RayJob/RayCluster validation.
@@ -212,7 +214,11 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Podgroup { files, output } => podgroups(&files.files, output),
         Command::Crds { write } => crds(write),
         Command::Convert { files, to } => convert::run(&files.files, to),
-        Command::Manifests { namespace, image } => manifests::run(namespace, image),
+        Command::Manifests {
+            namespace,
+            image,
+            webhooks,
+        } => manifests::run(namespace, image, webhooks),
         Command::Webhook { server, rules, log } => {
             webhook::run(*server, rules.context(), log)?;
             Ok(EXIT_VALID)

@@ -217,7 +217,10 @@ mod tests {
         assert!(config.watch_namespaces.is_empty());
         assert_eq!(
             config.opt_in_label,
-            ("raygate.io/scheduler".to_string(), "volcano".to_string())
+            (
+                raygate_api::keys::NAMESPACE_OPT_IN_LABEL.to_string(),
+                raygate_api::keys::NAMESPACE_OPT_IN_VALUE.to_string()
+            )
         );
         let election = config.leader_election.expect("leader election is on");
         assert_eq!(election.lease_name, "raygate-reconciler");

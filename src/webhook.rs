@@ -9,7 +9,7 @@ use raygate_api::validation::ValidationContext;
 use raygate_certs::CertResolver;
 use raygate_certs::CertSource;
 use raygate_webhook::server::{self, DEFAULT_MAX_BODY_BYTES};
-use raygate_webhook::{AppState, Caches, Limits, Metrics, ServeOptions};
+use raygate_webhook::{AppState, Caches, Draining, Limits, Metrics, ServeOptions};
 use tokio::sync::watch;
 
 use crate::certs::CertArgs;
@@ -106,6 +106,7 @@ async fn serve(
         metrics: Arc::new(Metrics::with_registry(registry)),
         validation: Arc::new(validation),
         limits,
+        draining: Draining::default(),
     };
     let tls = server::tls_config(certs).context("building the TLS configuration")?;
     let listener = server::bind(args.address).await?;
@@ -120,20 +121,25 @@ async fn serve(
     let until_stopped = |mut stopped: watch::Receiver<bool>| async move {
         let _ = stopped.wait_for(|stop| *stop).await;
     };
+    // The probe port outlives the drain, so that the kubelet sees `/readyz` fail while
+    // in-flight reviews finish, rather than a refused connection.
+    let (drained, ops_stop) = watch::channel(false);
     let ops = tokio::spawn(server::serve_plain(
         ops_listener,
         raygate_webhook::ops_router(state.clone()),
-        until_stopped(stopped.clone()),
+        until_stopped(ops_stop),
     ));
     server::serve(
         listener,
         tls,
-        raygate_webhook::router(state),
+        raygate_webhook::router(state.clone()),
         options,
+        &state.draining,
         until_stopped(stopped),
     )
     .await;
     signals.abort();
+    let _ = drained.send(true);
     ops.await
         .context("the health/metrics server task")?
         .context("the health/metrics server")?;

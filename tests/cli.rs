@@ -403,3 +403,60 @@ fn manifests_render_the_installation_for_a_namespace_and_image() {
         "the committed rendering is the default one"
     );
 }
+
+#[test]
+fn manifests_render_the_webhook_configurations_alone_for_a_url_and_ca() {
+    let dir = std::env::temp_dir().join(format!("raygate-cli-ca-{}", std::process::id()));
+    fs::create_dir_all(&dir).expect("a temporary directory");
+    let ca = dir.join("ca.crt");
+    fs::write(&ca, "-----BEGIN CERTIFICATE-----\nAA==\n").expect("CA file written");
+    let out = raygate(
+        &[
+            "manifests",
+            "--namespace",
+            "ops",
+            "--webhook-configurations",
+            "--webhook-url",
+            "https://127.0.0.1:9443",
+            "--ca-bundle-file",
+            ca.to_str().expect("UTF-8 path"),
+        ],
+        None,
+    );
+    fs::remove_dir_all(&dir).expect("temporary directory removed");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let docs: Vec<serde_json::Value> =
+        raygate_api::input::parse_documents("webhooks", &stdout(&out))
+            .expect("YAML")
+            .into_iter()
+            .map(|d| d.value)
+            .collect();
+    let expected = raygate_api::manifests::webhook_configurations(
+        "ops",
+        &raygate_api::manifests::WebhookClient::Url {
+            base: "https://127.0.0.1:9443".to_owned(),
+            ca_bundle: Some("-----BEGIN CERTIFICATE-----\nAA==\n".to_owned()),
+        },
+    );
+    assert_eq!(docs, expected);
+
+    let missing = raygate(
+        &[
+            "manifests",
+            "--webhook-configurations",
+            "--webhook-url",
+            "https://127.0.0.1:9443",
+            "--ca-bundle-file",
+            "/nonexistent/ca.crt",
+        ],
+        None,
+    );
+    assert!(!missing.status.success());
+    assert!(
+        stderr(&missing).contains("--ca-bundle-file /nonexistent/ca.crt"),
+        "{}",
+        stderr(&missing)
+    );
+    let url_alone = raygate(&["manifests", "--webhook-url", "https://x"], None);
+    assert_eq!(url_alone.status.code(), Some(2), "{}", stderr(&url_alone));
+}

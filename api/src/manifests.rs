@@ -21,6 +21,7 @@
 //!   read-only root file system, no capabilities, `RuntimeDefault` seccomp, requests and limits,
 //!   probes on `/healthz` and `/readyz`.
 
+use k8s_openapi::ByteString;
 use serde_json::{Value, json};
 
 use crate::crd;
@@ -110,19 +111,78 @@ pub fn render(options: &InstallOptions) -> Vec<Value> {
             "metadata": metadata(keys::APP_NAME, Some(ns)),
             "spec": {"minAvailable": 1, "selector": {"matchLabels": selector_labels()}},
         }),
-        mutating_webhooks(ns),
-        validating_webhooks(ns),
     ]);
+    objects.extend(webhook_configurations(ns, &WebhookClient::Service));
     objects
+}
+
+/// How the API server reaches raygate's webhooks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WebhookClient {
+    /// Through raygate's Service in its namespace: the installation ([`render`]). The CA
+    /// bundle is injected by raygate itself (self-managed certificates) or by cert-manager.
+    Service,
+    /// At `base` + the webhook's path, e.g. `https://127.0.0.1:9443` when the API server runs
+    /// next to raygate without Service routing (the test environment). `ca_bundle` is the PEM
+    /// of the CA that signed raygate's serving certificate; `None` leaves the bundle to
+    /// raygate's self-managed injection.
+    Url {
+        /// Scheme, host and port, without a trailing slash.
+        base: String,
+        /// PEM of the CA to trust.
+        ca_bundle: Option<String>,
+    },
+}
+
+impl WebhookClient {
+    fn config(&self, namespace: &str, path: &str) -> Value {
+        match self {
+            WebhookClient::Service => json!({"service": {
+                "namespace": namespace, "name": keys::APP_NAME, "path": path, "port": keys::SERVICE_PORT,
+            }}),
+            WebhookClient::Url { base, ca_bundle } => {
+                let mut config = json!({"url": format!("{}{path}", base.trim_end_matches('/'))});
+                if let Some(pem) = ca_bundle {
+                    // A byte array in the API's JSON: base64, as `ByteString` serializes it.
+                    config["caBundle"] = json!(ByteString(pem.clone().into_bytes()));
+                }
+                config
+            }
+        }
+    }
+}
+
+/// raygate's MutatingWebhookConfiguration and ValidatingWebhookConfiguration for an
+/// installation in `namespace`, reached through `client`. [`render`] includes them with
+/// [`WebhookClient::Service`]; everything but `clientConfig` is the same for every client, so
+/// an environment that installs them with a URL has exactly the installation's scope.
+pub fn webhook_configurations(namespace: &str, client: &WebhookClient) -> [Value; 2] {
+    [
+        mutating_webhooks(namespace, client),
+        validating_webhooks(namespace, client),
+    ]
+}
+
+/// [`webhook_configurations`] as one multi-document YAML stream.
+pub fn webhook_configurations_yaml(namespace: &str, client: &WebhookClient) -> String {
+    to_yaml_stream(
+        "# raygate's webhook configurations, rendered by `raygate manifests --webhook-configurations`.\n",
+        webhook_configurations(namespace, client),
+    )
 }
 
 /// [`render`] as one multi-document YAML stream.
 pub fn render_yaml(options: &InstallOptions) -> String {
-    let mut out = String::from(
+    to_yaml_stream(
         "# raygate installation, rendered by `raygate manifests`. Apply with\n\
          # `kubectl apply --server-side -f` (the CRDs are too large for client-side apply).\n",
-    );
-    for object in render(options) {
+        render(options),
+    )
+}
+
+fn to_yaml_stream(header: &str, objects: impl IntoIterator<Item = Value>) -> String {
+    let mut out = String::from(header);
+    for object in objects {
         out.push_str("---\n");
         match serde_saphyr::to_string(&object) {
             Ok(yaml) => out.push_str(&yaml),
@@ -311,16 +371,12 @@ fn opted_in_namespaces(own_namespace: &str) -> Value {
     ]})
 }
 
-fn client_config(namespace: &str, path: &str) -> Value {
-    json!({"service": {"namespace": namespace, "name": keys::APP_NAME, "path": path, "port": keys::SERVICE_PORT}})
-}
-
 /// Fields every raygate webhook shares.
-fn webhook(name: &str, namespace: &str, path: &str, rules: Value) -> Value {
+fn webhook(name: &str, namespace: &str, client: &WebhookClient, path: &str, rules: Value) -> Value {
     json!({
         "name": name,
         "admissionReviewVersions": ["v1"],
-        "clientConfig": client_config(namespace, path),
+        "clientConfig": client.config(namespace, path),
         "rules": rules,
         "namespaceSelector": opted_in_namespaces(namespace),
         "failurePolicy": "Fail",
@@ -340,10 +396,11 @@ fn ray_rules(operations: &[&str]) -> Value {
     }])
 }
 
-fn mutating_webhooks(namespace: &str) -> Value {
+fn mutating_webhooks(namespace: &str, client: &WebhookClient) -> Value {
     let mut pods = webhook(
         "pods.raygate.io",
         namespace,
+        client,
         keys::MUTATE_PODS_PATH,
         json!([{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "Namespaced"}]),
     );
@@ -372,6 +429,7 @@ fn mutating_webhooks(namespace: &str) -> Value {
     let mut ray = webhook(
         "rayobjects.mutate.raygate.io",
         namespace,
+        client,
         keys::MUTATE_RAY_PATH,
         ray_rules(&["CREATE"]),
     );
@@ -385,10 +443,11 @@ fn mutating_webhooks(namespace: &str) -> Value {
     })
 }
 
-fn validating_webhooks(namespace: &str) -> Value {
+fn validating_webhooks(namespace: &str, client: &WebhookClient) -> Value {
     let opted_in = webhook(
         "rayobjects.validate.raygate.io",
         namespace,
+        client,
         keys::VALIDATE_RAY_PATH,
         ray_rules(&["CREATE", "UPDATE"]),
     );
@@ -397,6 +456,7 @@ fn validating_webhooks(namespace: &str) -> Value {
     let mut elsewhere = webhook(
         "rayobjects-elsewhere.validate.raygate.io",
         namespace,
+        client,
         keys::VALIDATE_RAY_PATH,
         ray_rules(&["CREATE", "UPDATE"]),
     );
@@ -410,6 +470,7 @@ fn validating_webhooks(namespace: &str) -> Value {
     let mut policies = webhook(
         "queuepolicies.validate.raygate.io",
         namespace,
+        client,
         keys::VALIDATE_QUEUE_POLICY_PATH,
         json!([{
             "apiGroups": [keys::RAYGATE_GROUP],

@@ -10,6 +10,7 @@
 //! * [`Env`] reads the environment file `control-plane up` writes and builds a `kube::Client`;
 //! * [`TestNamespace`] is a fresh Kubernetes namespace per test, deleted when dropped, with
 //!   [`TestNamespace::wait_for`] to poll a condition and dump the namespace when it times out;
+//! * [`examples`] reads the example manifests of `manifests/examples/` and what they promise;
 //! * [`ray::Dashboard`] talks to the Ray head's Jobs API;
 //! * [`raygate`] runs raygate's own binary;
 //! * [`reconciler`] runs a test's own `raygate reconcile` for its namespace;
@@ -17,6 +18,7 @@
 //! * [`runner`] holds the pure parts of the `submitter-runner` binary.
 
 pub mod env;
+pub mod examples;
 pub mod namespace;
 pub mod nodes;
 pub mod ray;

@@ -3,33 +3,11 @@
 //! an example the offline schema check rejects is rejected by kube-apiserver with the same
 //! message. Run inside the environment: `tests/env/control-plane exec -- cargo test -p raygate-e2e`.
 
-use std::fs;
-use std::path::{Path, PathBuf};
-
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use raygate_api::crd;
-use raygate_api::input::parse_documents;
+use raygate_e2e::examples::{example, examples};
 use raygate_e2e::{Env, TestNamespace};
 use serde_json::Value;
-
-fn examples() -> Vec<(String, Vec<Value>)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/examples");
-    let mut paths: Vec<PathBuf> = fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
-        .map(|entry| entry.expect("readable directory entry").path())
-        .filter(|path| path.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    paths.sort();
-    paths
-        .into_iter()
-        .map(|path| {
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            let text = fs::read_to_string(&path).expect("readable example");
-            let docs = parse_documents(&name, &text).unwrap_or_else(|e| panic!("{e}"));
-            (name, docs.into_iter().map(|d| d.value).collect())
-        })
-        .collect()
-}
 
 fn api_for(ns: &TestNamespace, object: &Value) -> Api<DynamicObject> {
     let api_version = object["apiVersion"].as_str().expect("apiVersion");
@@ -60,11 +38,9 @@ async fn valid_examples_are_stored_and_defaulted_as_raygate_defaults_them() {
     let env = Env::load();
     let ns = TestNamespace::new(&env, "crds-valid").await;
     let mut checked = 0;
-    for (name, objects) in examples() {
-        if name.starts_with("invalid-") {
-            continue;
-        }
-        for object in objects {
+    for example in examples().into_iter().filter(|e| e.is_valid()) {
+        let name = &example.name;
+        for object in example.objects {
             let stored = create(&ns, &object)
                 .await
                 .unwrap_or_else(|e| panic!("{name}: the API server refused it: {e}"));
@@ -86,11 +62,9 @@ async fn valid_examples_are_stored_and_defaulted_as_raygate_defaults_them() {
 async fn schema_errors_match_the_api_servers_message() {
     let env = Env::load();
     let ns = TestNamespace::new(&env, "crds-invalid").await;
-    let (name, objects) = examples()
-        .into_iter()
-        .find(|(name, _)| name == "invalid-rayjob-backoff-limit-type.yaml")
-        .expect("the schema-invalid example exists");
-    let object = &objects[0];
+    let example = example("invalid-rayjob-backoff-limit-type.yaml");
+    let name = &example.name;
+    let object = &example.objects[0];
     let offline = crd::validate_schema("ray.io/v1", "RayJob", object);
     let finding = offline
         .iter()

@@ -1,6 +1,7 @@
 //! `raygate manifests` on the real API server: every object of the rendering passes a
-//! server-side dry run (apply, or replace for what the environment already has) (schemas, RBAC rules, CEL match conditions, webhook configurations,
-//! CRDs with their conversion stanza), and nothing is left behind.
+//! server-side dry run (apply, or replace for what the environment already has) (schemas, RBAC
+//! rules, CEL match conditions, webhook configurations, CRDs with their conversion stanza), and
+//! nothing is left behind; the environment's live webhook configurations are the rendering's.
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
@@ -71,4 +72,79 @@ async fn the_whole_rendering_passes_a_server_side_dry_run_apply() {
     // A dry run leaves no trace: raygate's Deployment does not exist afterwards.
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = ns.api();
     assert!(deployments.get_opt("raygate").await.expect("get").is_none());
+}
+
+/// The environment installs raygate's webhook configurations from the same renderer as
+/// `manifests/install.yaml` (`tests/env/control-plane`, `raygate manifests
+/// --webhook-configurations`): every field the rendering sets is live as rendered (scope,
+/// rules, matchConditions, failure policies, timeouts), and only the clientConfig differs, a
+/// URL on loopback instead of the Service.
+#[tokio::test]
+async fn the_environments_webhook_configurations_are_the_installations_but_for_the_url() {
+    let env = Env::load();
+    let client = env.client().await;
+    let url = env.var("RAYGATE_WEBHOOK_URL").to_owned();
+    let namespace = env.var("RAYGATE_WEBHOOK_NAMESPACE");
+    let installed = render(&InstallOptions {
+        namespace: namespace.to_owned(),
+        ..InstallOptions::default()
+    });
+    let mut compared = 0;
+    for (kind, resource) in [
+        (
+            "MutatingWebhookConfiguration",
+            "mutatingwebhookconfigurations",
+        ),
+        (
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+        ),
+    ] {
+        let rendered = installed
+            .iter()
+            .find(|o| o["kind"] == kind)
+            .unwrap_or_else(|| panic!("the rendering has no {kind}"));
+        let api: Api<DynamicObject> = Api::all_with(
+            client.clone(),
+            &kube::api::ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
+                resource,
+            ),
+        );
+        let live = api
+            .get(rendered["metadata"]["name"].as_str().expect("name"))
+            .await
+            .unwrap_or_else(|e| panic!("the environment has no {kind}: {e}"));
+        let live_webhooks = live.data["webhooks"].as_array().expect("live webhooks");
+        let rendered_webhooks = rendered["webhooks"].as_array().expect("rendered webhooks");
+        let names = |webhooks: &[serde_json::Value]| -> Vec<String> {
+            webhooks
+                .iter()
+                .map(|w| w["name"].as_str().expect("name").to_owned())
+                .collect()
+        };
+        assert_eq!(names(live_webhooks), names(rendered_webhooks), "{kind}");
+        for (live, rendered) in live_webhooks.iter().zip(rendered_webhooks) {
+            let name = rendered["name"].as_str().expect("name");
+            for (field, value) in rendered.as_object().expect("a webhook") {
+                if field == "clientConfig" {
+                    let path = value["service"]["path"].as_str().expect("service path");
+                    assert_eq!(
+                        live[field]["url"].as_str(),
+                        Some(format!("{url}{path}").as_str()),
+                        "{name}: clientConfig {}",
+                        live[field]
+                    );
+                    assert!(live[field].get("service").is_none(), "{name}");
+                } else {
+                    assert_eq!(&live[field], value, "{name}: {field}");
+                }
+            }
+            compared += 1;
+        }
+    }
+    assert_eq!(
+        compared, 5,
+        "every webhook of the installation is in the environment"
+    );
 }

@@ -150,54 +150,30 @@ impl Caches {
     /// it; it runs until dropped). Failed watches are retried with backoff and logged.
     pub fn start(client: Client) -> (Caches, impl Future<Output = ()> + Send + 'static) {
         let statuses = new_statuses();
-        let (namespaces, namespaces_writer) = reflector::store();
-        let (ray_clusters, ray_clusters_writer) = reflector::store();
-        let (ray_jobs, ray_jobs_writer) = reflector::store();
-        let (queues, queues_writer) = reflector::store();
-        let (queue_policies, queue_policies_writer) = reflector::store();
-        let config = watcher::Config::default();
+        let (namespaces, watch_namespaces) = watched(
+            Api::<Namespace>::all(client.clone()),
+            statuses[NAMESPACES].clone(),
+        );
+        let (ray_clusters, watch_ray_clusters) = watched(
+            Api::<PartialObjectMeta<RayCluster>>::all(client.clone()),
+            statuses[RAY_CLUSTERS].clone(),
+        );
+        let (ray_jobs, watch_ray_jobs) = watched(
+            Api::<PartialObjectMeta<RayJob>>::all(client.clone()),
+            statuses[RAY_JOBS].clone(),
+        );
+        let (queues, watch_queues) =
+            watched(Api::<Queue>::all(client.clone()), statuses[QUEUES].clone());
+        let (queue_policies, watch_queue_policies) = watched(
+            Api::<QueuePolicy>::all(client.clone()),
+            statuses[QUEUE_POLICIES].clone(),
+        );
         let run = futures::future::join5(
-            drive(
-                reflector::reflector(
-                    namespaces_writer,
-                    watcher::watcher(Api::<Namespace>::all(client.clone()), config.clone()),
-                ),
-                statuses[NAMESPACES].clone(),
-            ),
-            drive(
-                reflector::reflector(
-                    ray_clusters_writer,
-                    watcher::watcher(
-                        Api::<PartialObjectMeta<RayCluster>>::all(client.clone()),
-                        config.clone(),
-                    ),
-                ),
-                statuses[RAY_CLUSTERS].clone(),
-            ),
-            drive(
-                reflector::reflector(
-                    ray_jobs_writer,
-                    watcher::watcher(
-                        Api::<PartialObjectMeta<RayJob>>::all(client.clone()),
-                        config.clone(),
-                    ),
-                ),
-                statuses[RAY_JOBS].clone(),
-            ),
-            drive(
-                reflector::reflector(
-                    queues_writer,
-                    watcher::watcher(Api::<Queue>::all(client.clone()), config.clone()),
-                ),
-                statuses[QUEUES].clone(),
-            ),
-            drive(
-                reflector::reflector(
-                    queue_policies_writer,
-                    watcher::watcher(Api::<QueuePolicy>::all(client.clone()), config),
-                ),
-                statuses[QUEUE_POLICIES].clone(),
-            ),
+            watch_namespaces,
+            watch_ray_clusters,
+            watch_ray_jobs,
+            watch_queues,
+            watch_queue_policies,
         );
         let caches = Caches {
             namespaces,
@@ -216,39 +192,27 @@ impl Caches {
     /// Synced caches holding exactly `objects`, with no API server behind them.
     pub fn preloaded(objects: Preloaded) -> Caches {
         let statuses = new_statuses();
-        let (namespaces, mut namespaces_writer) = reflector::store();
-        let (ray_clusters, mut ray_clusters_writer) = reflector::store();
-        let (ray_jobs, mut ray_jobs_writer) = reflector::store();
-        let (queues, mut queues_writer) = reflector::store();
-        let (queue_policies, mut queue_policies_writer) = reflector::store();
-        fill(&mut namespaces_writer, objects.namespaces);
-        fill(
-            &mut ray_clusters_writer,
-            objects
-                .ray_clusters
-                .into_iter()
-                .map(|m| m.into_response_partial::<RayCluster>())
-                .collect(),
-        );
-        fill(
-            &mut ray_jobs_writer,
-            objects
-                .ray_jobs
-                .into_iter()
-                .map(|m| m.into_response_partial::<RayJob>())
-                .collect(),
-        );
-        fill(&mut queues_writer, objects.queues);
-        fill(&mut queue_policies_writer, objects.queue_policies);
         for status in statuses.iter() {
             status.mark_synced();
         }
         Caches {
-            namespaces,
-            ray_clusters,
-            ray_jobs,
-            queues,
-            queue_policies,
+            namespaces: filled(objects.namespaces),
+            ray_clusters: filled(
+                objects
+                    .ray_clusters
+                    .into_iter()
+                    .map(|m| m.into_response_partial::<RayCluster>())
+                    .collect(),
+            ),
+            ray_jobs: filled(
+                objects
+                    .ray_jobs
+                    .into_iter()
+                    .map(|m| m.into_response_partial::<RayJob>())
+                    .collect(),
+            ),
+            queues: filled(objects.queues),
+            queue_policies: filled(objects.queue_policies),
             statuses,
             client: None,
         }
@@ -350,16 +314,34 @@ async fn fallback<T>(
     }
 }
 
-fn fill<K>(writer: &mut reflector::store::Writer<K>, objects: Vec<K>)
+/// A store of every object `api` lists, kept up to date by the returned future (which runs
+/// until dropped, retrying failed watches with backoff and recording its health in `status`).
+fn watched<K>(
+    api: Api<K>,
+    status: Arc<CacheStatus>,
+) -> (Store<K>, impl Future<Output = ()> + Send + 'static)
 where
-    K: Resource + Clone,
-    K::DynamicType: Eq + Hash + Clone,
+    K: Resource + Clone + Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
+    let (store, writer) = reflector::store();
+    let events = reflector::reflector(writer, watcher::watcher(api, watcher::Config::default()));
+    (store, drive(events, status))
+}
+
+/// A store holding exactly `objects`, as after a completed initial list.
+fn filled<K>(objects: Vec<K>) -> Store<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone,
+{
+    let (store, mut writer) = reflector::store();
     writer.apply_watcher_event(&Event::Init);
     for object in objects {
         writer.apply_watcher_event(&Event::InitApply(object));
     }
     writer.apply_watcher_event(&Event::InitDone);
+    store
 }
 
 async fn drive<K>(

@@ -10,8 +10,9 @@
 //!   deny with the field path, warnings go back to the client.
 //! * `POST /validate/queuepolicy`: QueuePolicies are checked before they are stored.
 //! * `POST /convert`: `ray.io` v1alpha1 ⇄ v1 ConversionReviews (`raygate_api::conversion`).
-//! * `/healthz`, `/readyz` (certificate loaded and every informer cache synced) and `/metrics`
-//!   (OpenMetrics), on the TLS port and on a plain-HTTP port for probes and scraping.
+//! * `/healthz`, `/readyz` (certificate loaded, every informer cache synced, not shutting
+//!   down) and `/metrics` (OpenMetrics), on the TLS port and on a plain-HTTP port for probes
+//!   and scraping.
 //!
 //! Only wiring lives here: every decision is a pure `raygate_api` function, fed from the
 //! AdmissionReview and the informer caches. The router is constructible in-process
@@ -27,5 +28,5 @@ pub mod server;
 pub use cache::{Caches, Preloaded};
 pub use metrics::Metrics;
 pub use server::{
-    AppState, Limits, ServeOptions, ops_router, router, serve, serve_plain, tls_config,
+    AppState, Draining, Limits, ServeOptions, ops_router, router, serve, serve_plain, tls_config,
 };

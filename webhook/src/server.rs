@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -60,6 +61,24 @@ impl Default for Limits {
     }
 }
 
+/// Whether graceful shutdown has begun, shared by the TLS server that sets it ([`serve`]) and
+/// every `/readyz` that reports it: a draining replica must leave the Service's endpoints while
+/// it finishes the reviews in flight.
+#[derive(Clone, Debug, Default)]
+pub struct Draining(Arc<AtomicBool>);
+
+impl Draining {
+    /// Marks shutdown as begun; `/readyz` answers 503 from now on.
+    pub fn start(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    /// Whether shutdown has begun.
+    pub fn is_draining(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
 /// Everything a request handler needs, cheap to clone.
 #[derive(Clone)]
 pub struct AppState {
@@ -73,12 +92,17 @@ pub struct AppState {
     pub validation: Arc<ValidationContext>,
     /// Request limits.
     pub limits: Limits,
+    /// Set once graceful shutdown begins (pass the same handle to [`serve`]).
+    pub draining: Draining,
 }
 
 impl AppState {
     /// Why the webhook is not ready; empty when it is.
     pub fn not_ready_reasons(&self) -> Vec<String> {
         let mut reasons = Vec::new();
+        if self.draining.is_draining() {
+            reasons.push("shutting down: draining in-flight requests".to_string());
+        }
         if !self.certs.is_loaded() {
             reasons.push("serving certificate not loaded".to_string());
         }
@@ -208,16 +232,26 @@ fn count(state: &AppState, webhook: &str, request: Option<&AdmissionRequest>, ve
                 .map(|r| r.operation.as_str())
                 .unwrap_or("unknown")
                 .to_string(),
-            kind: request
-                .map(|r| r.kind.kind.clone())
-                .filter(|k| !k.is_empty())
-                .unwrap_or_else(|| "unknown".to_string()),
+            kind: metric_kind(request).to_string(),
             verdict: verdict.to_string(),
             dry_run: request
                 .is_some_and(AdmissionRequest::is_dry_run)
                 .to_string(),
         })
         .inc();
+}
+
+/// The `kind` label of a review: one of the kinds the webhook configurations send, so that a
+/// malformed or hostile review cannot grow the metric's label set without bound.
+fn metric_kind(request: Option<&AdmissionRequest>) -> &'static str {
+    match request.map(|r| r.kind.kind.as_str()) {
+        None | Some("") => "unknown",
+        Some("Pod") => "Pod",
+        Some("RayJob") => "RayJob",
+        Some("RayCluster") => "RayCluster",
+        Some("QueuePolicy") => "QueuePolicy",
+        Some(_) => "other",
+    }
 }
 
 async fn admit(
@@ -342,13 +376,15 @@ impl Default for ServeOptions {
     }
 }
 
-/// Serves `app` over TLS on `listener` until `shutdown` completes, then stops accepting,
-/// lets in-flight requests finish (up to [`ServeOptions::drain_timeout`]) and returns.
+/// Serves `app` over TLS on `listener` until `shutdown` completes, then marks `draining` (so
+/// `/readyz` reports not ready), stops accepting, lets in-flight requests finish (up to
+/// [`ServeOptions::drain_timeout`]) and returns.
 pub async fn serve(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     app: Router,
     options: ServeOptions,
+    draining: &Draining,
     shutdown: impl Future<Output = ()> + Send,
 ) {
     let acceptor = TlsAcceptor::from(tls);
@@ -395,6 +431,7 @@ pub async fn serve(
             }
         });
     }
+    draining.start();
     drop(listener);
     tracing::info!(
         connections = graceful.count(),

@@ -6,6 +6,8 @@
 //!
 //! The budget is `PROPTEST_CASES` (default 256 per property here, so that `cargo test` stays
 //! quick); a long run: `PROPTEST_CASES=20000 cargo test -p raygate-webhook --test fuzz_admission`.
+//! This is the quick, stable-toolchain version in the normal suite; the coverage-guided
+//! libFuzzer targets (with a richer world and a stronger oracle) are in `webhook/fuzz/`.
 
 use std::sync::Arc;
 
@@ -15,7 +17,7 @@ use hyper::{Request, StatusCode};
 use proptest::prelude::*;
 use raygate_api::validation::ValidationContext;
 use raygate_certs::CertResolver;
-use raygate_webhook::{AppState, Caches, Limits, Metrics, Preloaded};
+use raygate_webhook::{AppState, Caches, Draining, Limits, Metrics, Preloaded};
 use serde_json::{Map, Value, json};
 use tower::ServiceExt;
 
@@ -33,6 +35,7 @@ fn router() -> axum::Router {
         metrics: Arc::new(Metrics::new()),
         validation: Arc::new(ValidationContext::default()),
         limits: Limits::default(),
+        draining: Draining::default(),
     })
 }
 

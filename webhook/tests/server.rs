@@ -15,10 +15,11 @@ use hyper::{Request, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use raygate_api::keys::{NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE};
 use raygate_api::validation::ValidationContext;
 use raygate_api::volcano::{Queue, QueueSpec, QueueStatus};
 use raygate_certs::{CertResolver, certified_key_from_pem};
-use raygate_webhook::{AppState, Caches, Limits, Metrics, Preloaded, ServeOptions};
+use raygate_webhook::{AppState, Caches, Draining, Limits, Metrics, Preloaded, ServeOptions};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose,
@@ -109,7 +110,7 @@ fn world() -> Preloaded {
             Namespace {
                 metadata: ObjectMeta {
                     annotations: Some(labels(&[("scheduling.volcano.sh/queue-name", "research")])),
-                    ..namespace("ml", &[("raygate.io/scheduler", "volcano")]).metadata
+                    ..namespace("ml", &[(NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE)]).metadata
                 },
                 ..Namespace::default()
             },
@@ -156,6 +157,7 @@ fn queue(name: &str, state: &str) -> Queue {
 struct Server {
     address: SocketAddr,
     connector: Pki,
+    state: AppState,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
 }
@@ -177,6 +179,7 @@ impl Server {
             metrics: Arc::new(Metrics::with_registry(registry)),
             validation: Arc::new(ValidationContext::default()),
             limits,
+            draining: Draining::default(),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -184,21 +187,28 @@ impl Server {
         let address = listener.local_addr().expect("bound address");
         let tls = raygate_webhook::tls_config(certs).expect("TLS config");
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(raygate_webhook::serve(
-            listener,
-            tls,
-            raygate_webhook::router(state.clone()),
-            ServeOptions {
-                drain_timeout: Duration::from_secs(5),
-                ..ServeOptions::default()
-            },
-            async move {
-                let _ = stopped.await;
-            },
-        ));
+        let router = raygate_webhook::router(state.clone());
+        let draining = state.draining.clone();
+        let task = tokio::spawn(async move {
+            raygate_webhook::serve(
+                listener,
+                tls,
+                router,
+                ServeOptions {
+                    drain_timeout: Duration::from_secs(5),
+                    ..ServeOptions::default()
+                },
+                &draining,
+                async move {
+                    let _ = stopped.await;
+                },
+            )
+            .await;
+        });
         Server {
             address,
             connector: pki,
+            state,
             stop: Some(stop),
             task,
         }
@@ -604,6 +614,29 @@ async fn a_dry_run_gets_the_same_answer_and_is_counted_as_such() {
 }
 
 #[tokio::test]
+async fn kinds_the_webhooks_are_not_registered_for_share_one_metric_label() {
+    let server = Server::start(default_limits()).await;
+    for (uid, kind) in [("a", "Deployment"), ("b", "Whatever\u{1}"), ("c", "Zzz")] {
+        let mut request = ray_request(uid, "CREATE", ray_cluster(1, 1, 1));
+        request["kind"]["kind"] = json!(kind);
+        let response = server.review("/validate/ray", request).await;
+        assert_eq!(response["uid"], uid);
+    }
+    let (_, metrics) = server.get("/metrics").await;
+    assert!(
+        metrics.contains(r#"raygate_webhook_admission_requests_total{webhook="/validate/ray",operation="CREATE",kind="other",verdict="allowed",dry_run="false"} 3"#),
+        "{metrics}"
+    );
+    for kind in ["Deployment", "Whatever", "Zzz"] {
+        assert!(
+            !metrics.contains(kind),
+            "{kind} is a label value: {metrics}"
+        );
+    }
+    server.shut_down().await;
+}
+
+#[tokio::test]
 async fn malformed_reviews_are_answered_400_with_the_reason() {
     let server = Server::start(default_limits()).await;
     let cases: Vec<(Vec<u8>, &str)> = vec![
@@ -752,9 +785,39 @@ async fn a_request_slower_than_the_timeout_is_answered_408() {
     server.shut_down().await;
 }
 
+/// The plain-HTTP probe server over `state`, as `raygate webhook` runs it next to the TLS one;
+/// stops when the sender is dropped or fires.
+async fn start_ops(state: AppState) -> (SocketAddr, oneshot::Sender<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(raygate_webhook::serve_plain(
+        listener,
+        raygate_webhook::ops_router(state),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    (address, stop)
+}
+
+/// `GET /readyz` over plain HTTP/1.1: the whole answer, status line first.
+async fn plain_readyz(address: SocketAddr) -> String {
+    let mut tcp = TcpStream::connect(address).await.unwrap();
+    tcp.write_all(b"GET /readyz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    tcp.read_to_end(&mut answer).await.unwrap();
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
 #[tokio::test]
-async fn shutdown_drains_a_review_in_flight_and_refuses_new_connections() {
+async fn shutdown_turns_readiness_off_drains_a_review_in_flight_and_refuses_new_connections() {
     let server = Server::start(default_limits()).await;
+    let (ops, _ops_stop) = start_ops(server.state.clone()).await;
+    let answer = plain_readyz(ops).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     let body = serde_json::to_vec(&review(pod_request(
         "drain",
         "ml",
@@ -773,6 +836,12 @@ async fn shutdown_drains_a_review_in_flight_and_refuses_new_connections() {
         "the listener is closed once shutdown starts"
     );
     assert!(!task.is_finished(), "serve waits for the request in flight");
+    let answer = plain_readyz(ops).await;
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(
+        answer.contains("not ready: shutting down: draining in-flight requests"),
+        "{answer}"
+    );
     tls.write_all(&body[10..]).await.unwrap();
     tls.flush().await.unwrap();
     let mut answer = Vec::new();
@@ -856,27 +925,10 @@ async fn readiness_waits_for_the_certificate_and_the_caches() {
         metrics: Arc::new(Metrics::new()),
         validation: Arc::new(ValidationContext::default()),
         limits: default_limits(),
+        draining: Draining::default(),
     };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let ops = tokio::spawn(raygate_webhook::serve_plain(
-        listener,
-        raygate_webhook::ops_router(state),
-        async move {
-            let _ = stopped.await;
-        },
-    ));
-    let readyz = || async move {
-        let mut tcp = TcpStream::connect(address).await.unwrap();
-        tcp.write_all(b"GET /readyz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
-            .await
-            .unwrap();
-        let mut answer = Vec::new();
-        tcp.read_to_end(&mut answer).await.unwrap();
-        String::from_utf8_lossy(&answer).into_owned()
-    };
-    let answer = readyz().await;
+    let (address, stop) = start_ops(state).await;
+    let answer = plain_readyz(address).await;
     assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
     assert!(
         answer.contains("serving certificate not loaded"),
@@ -888,11 +940,10 @@ async fn readiness_waits_for_the_certificate_and_the_caches() {
     );
     let pki = mint_pki();
     certs.set(certified_key_from_pem(pki.cert_pem.as_bytes(), pki.key_pem.as_bytes()).unwrap());
-    let answer = readyz().await;
+    let answer = plain_readyz(address).await;
     assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
     assert!(!answer.contains("certificate"), "{answer}");
     stop.send(()).unwrap();
-    ops.await.unwrap().unwrap();
 }
 
 /// A client for an API server that does not exist: its watches never sync.

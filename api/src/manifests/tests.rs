@@ -332,3 +332,72 @@ fn the_yaml_rendering_parses_back_to_the_objects() {
     let values: Vec<Value> = documents.into_iter().map(|d| d.value).collect();
     assert_eq!(values, render(&custom()));
 }
+
+#[test]
+fn webhook_configurations_by_url_differ_from_the_installation_only_in_client_config() {
+    let installed = render(&custom());
+    let by_url = webhook_configurations(
+        "ops",
+        &WebhookClient::Url {
+            base: "https://127.0.0.1:9443/".to_owned(),
+            ca_bundle: Some("-----BEGIN CERTIFICATE-----\nAA==\n".to_owned()),
+        },
+    );
+    let mut urls = Vec::new();
+    for mut configuration in by_url {
+        let kind = configuration["kind"].as_str().unwrap().to_owned();
+        let mut expected = find(&installed, &kind, "raygate").clone();
+        let webhooks = configuration["webhooks"].as_array_mut().unwrap();
+        let expected_webhooks = expected["webhooks"].as_array_mut().unwrap();
+        assert_eq!(webhooks.len(), expected_webhooks.len(), "{kind}");
+        for (webhook, installed) in webhooks.iter_mut().zip(expected_webhooks.iter_mut()) {
+            let path = installed["clientConfig"]["service"]["path"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            assert_eq!(
+                webhook["clientConfig"],
+                json!({"url": format!("https://127.0.0.1:9443{path}"),
+                       "caBundle": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCkFBPT0K"}),
+                "{kind}"
+            );
+            urls.push(path);
+            webhook["clientConfig"] = Value::Null;
+            installed["clientConfig"] = Value::Null;
+        }
+        assert_eq!(configuration, expected, "{kind}");
+    }
+    assert_eq!(
+        urls,
+        [
+            keys::MUTATE_PODS_PATH,
+            keys::MUTATE_RAY_PATH,
+            keys::VALIDATE_RAY_PATH,
+            keys::VALIDATE_RAY_PATH,
+            keys::VALIDATE_QUEUE_POLICY_PATH
+        ]
+    );
+    let without_bundle = webhook_configurations(
+        "ops",
+        &WebhookClient::Url {
+            base: "https://127.0.0.1:9443".to_owned(),
+            ca_bundle: None,
+        },
+    );
+    assert_eq!(
+        without_bundle[0]["webhooks"][0]["clientConfig"],
+        json!({"url": "https://127.0.0.1:9443/mutate/pods"})
+    );
+}
+
+#[test]
+fn the_webhook_configurations_yaml_parses_back_to_the_objects() {
+    let client = WebhookClient::Url {
+        base: "https://127.0.0.1:9443".to_owned(),
+        ca_bundle: None,
+    };
+    let yaml = webhook_configurations_yaml("ops", &client);
+    let documents = crate::input::parse_documents("webhooks.yaml", &yaml).unwrap();
+    let values: Vec<Value> = documents.into_iter().map(|d| d.value).collect();
+    assert_eq!(values, webhook_configurations("ops", &client));
+}

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use raygate_api::keys::{NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE};
 use raygate_api::ray::v1::RayCluster;
 use raygate_api::volcano::PodGroup;
 use raygate_e2e::reconciler::{PRIVATE_RECONCILER_LABEL, Reconciler};
@@ -28,7 +29,7 @@ const SETTLE: Duration = Duration::from_secs(90);
 async fn namespace(env: &Env, prefix: &str, volcano: bool) -> TestNamespace {
     let mut labels = vec![(PRIVATE_RECONCILER_LABEL, "true")];
     if volcano {
-        labels.push(("raygate.io/scheduler", "volcano"));
+        labels.push((NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE));
     }
     TestNamespace::with_labels(env, prefix, &labels).await
 }

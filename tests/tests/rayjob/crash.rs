@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use kube::api::ListParams;
+use raygate_api::keys::{NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE};
 use raygate_api::ray::v1::{RayCluster, RayJob};
 use raygate_e2e::ray::Dashboard;
 use raygate_e2e::reconciler::{PRIVATE_RECONCILER_LABEL, Reconciler};
@@ -19,7 +20,7 @@ async fn rayjobs_survive_a_reconciler_killed_at_random_moments() {
         &env,
         "rayjob-crash",
         &[
-            ("raygate.io/scheduler", "volcano"),
+            (NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE),
             (PRIVATE_RECONCILER_LABEL, "true"),
         ],
     )

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::DeleteParams;
+use raygate_api::keys::{NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE};
 use raygate_api::ray::v1::{RayCluster, RayJob};
 use raygate_api::volcano::PodGroup;
 use raygate_e2e::ray::Dashboard;
@@ -14,7 +15,7 @@ use serde_json::json;
 
 use super::{RUN, create, pods, ray_job, wait_status};
 
-const OPT_IN: [(&str, &str); 1] = [("raygate.io/scheduler", "volcano")];
+const OPT_IN: [(&str, &str); 1] = [(NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE)];
 
 fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
     pod.metadata

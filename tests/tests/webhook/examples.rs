@@ -2,62 +2,18 @@
 //! invalid one fails with its `# expect-error:` message, each valid one is stored; server-side
 //! dry run answers the same and stores nothing.
 
-use std::fs;
-use std::path::{Path, PathBuf};
-
 use kube::api::DynamicObject;
-use raygate_api::input::parse_documents;
+use raygate_e2e::examples::{example, examples};
 use raygate_e2e::{Env, TestNamespace};
 
 use super::{OPT_IN, kubectl, ray_resource, webhook_up};
 
-struct Example {
-    path: PathBuf,
-    name: String,
-    expected_errors: Vec<String>,
-    /// `(kind, name)` of every object in the file.
-    objects: Vec<(String, String)>,
-}
-
-fn examples() -> Vec<Example> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/examples");
-    let mut paths: Vec<PathBuf> = fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
-        .map(|entry| entry.expect("readable directory entry").path())
-        .filter(|path| path.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    paths.sort();
-    paths
-        .into_iter()
-        .map(|path| {
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            let text = fs::read_to_string(&path).expect("readable example");
-            let expected_errors = text
-                .lines()
-                .filter_map(|line| line.strip_prefix("# expect-error:"))
-                .map(|message| message.trim().to_string())
-                .collect();
-            let objects = parse_documents(&name, &text)
-                .unwrap_or_else(|e| panic!("{e}"))
-                .into_iter()
-                .map(|doc| {
-                    (
-                        doc.value["kind"].as_str().expect("kind").to_string(),
-                        doc.value["metadata"]["name"]
-                            .as_str()
-                            .expect("name")
-                            .to_string(),
-                    )
-                })
-                .collect();
-            Example {
-                path,
-                name,
-                expected_errors,
-                objects,
-            }
-        })
-        .collect()
+/// `(kind, name)` of an object of an example.
+fn kind_and_name(object: &serde_json::Value) -> (&str, &str) {
+    (
+        object["kind"].as_str().expect("kind"),
+        object["metadata"]["name"].as_str().expect("name"),
+    )
 }
 
 async fn exists(ns: &TestNamespace, kind: &str, name: &str) -> bool {
@@ -75,12 +31,11 @@ async fn kubectl_apply_of_every_example_fails_or_succeeds_as_it_says_and_dry_run
     let ns = TestNamespace::with_labels(&env, "webhook-examples", &[OPT_IN]).await;
     let examples = examples();
     assert!(
-        examples.iter().any(|e| e.expected_errors.is_empty())
-            && examples.iter().any(|e| !e.expected_errors.is_empty()),
+        examples.iter().any(|e| e.is_valid()) && examples.iter().any(|e| !e.is_valid()),
         "both valid and invalid examples exist"
     );
     for example in &examples {
-        let file = example.path.to_str().expect("UTF-8 path");
+        let file = example.path_str();
         for dry_run in [true, false] {
             let mut args = vec!["apply", "-n", ns.name(), "-f", file];
             if dry_run {
@@ -92,7 +47,7 @@ async fn kubectl_apply_of_every_example_fails_or_succeeds_as_it_says_and_dry_run
                 "{} (dry run: {dry_run}): kubectl says {stderr:?}",
                 example.name
             );
-            if example.expected_errors.is_empty() {
+            if example.is_valid() {
                 assert!(output.status.success(), "{what}");
             } else {
                 assert!(!output.status.success(), "{what}");
@@ -103,9 +58,9 @@ async fn kubectl_apply_of_every_example_fails_or_succeeds_as_it_says_and_dry_run
                     );
                 }
             }
-            for (kind, name) in &example.objects {
+            for (kind, name) in example.objects.iter().map(kind_and_name) {
                 let stored = exists(&ns, kind, name).await;
-                let should_exist = !dry_run && example.expected_errors.is_empty();
+                let should_exist = !dry_run && example.is_valid();
                 assert_eq!(
                     stored, should_exist,
                     "{what}: {kind} {name} stored: {stored}"
@@ -120,18 +75,8 @@ async fn webhook_denials_name_the_webhook_and_the_field() {
     let _webhook = webhook_up().await;
     let env = Env::load();
     let ns = TestNamespace::with_labels(&env, "webhook-denial", &[OPT_IN]).await;
-    let example = examples()
-        .into_iter()
-        .find(|e| e.name == "invalid-raycluster-min-greater-than-max.yaml")
-        .expect("the example exists");
-    let output = kubectl(&[
-        "apply",
-        "-n",
-        ns.name(),
-        "-f",
-        example.path.to_str().unwrap(),
-    ])
-    .await;
+    let example = example("invalid-raycluster-min-greater-than-max.yaml");
+    let output = kubectl(&["apply", "-n", ns.name(), "-f", example.path_str()]).await;
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains(

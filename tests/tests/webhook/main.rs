@@ -31,7 +31,10 @@ async fn webhook_up() -> RwLockReadGuard<'static, ()> {
 }
 
 /// The namespace label that opts into Volcano onboarding.
-const OPT_IN: (&str, &str) = ("raygate.io/scheduler", "volcano");
+const OPT_IN: (&str, &str) = (
+    raygate_api::keys::NAMESPACE_OPT_IN_LABEL,
+    raygate_api::keys::NAMESPACE_OPT_IN_VALUE,
+);
 
 /// These tests create Ray Pods by hand, as KubeRay would, so the environment's reconciler
 /// must leave their namespaces alone.
@@ -56,14 +59,25 @@ fn ray_resource(kind: &str) -> ApiResource {
     ApiResource::from_gvk(&GroupVersionKind::gvk("ray.io", "v1", kind))
 }
 
-/// Creates a `ray.io/v1` object from JSON in the namespace.
-async fn create_ray_object(ns: &TestNamespace, object: Value) -> DynamicObject {
+/// Creates a `ray.io/v1` object from JSON in the namespace; the API server's answer.
+async fn create_ray_object_result(
+    ns: &TestNamespace,
+    object: Value,
+) -> Result<DynamicObject, kube::Error> {
     let kind = object["kind"].as_str().expect("kind").to_string();
     let object: DynamicObject = serde_json::from_value(object).expect("a ray.io object");
     kube::Api::<DynamicObject>::namespaced_with(ns.client(), ns.name(), &ray_resource(&kind))
         .create(&PostParams::default(), &object)
         .await
-        .unwrap_or_else(|e| panic!("creating {kind} in {}: {e}", ns.name()))
+}
+
+/// Creates a `ray.io/v1` object from JSON in the namespace.
+async fn create_ray_object(ns: &TestNamespace, object: Value) -> DynamicObject {
+    let kind = object["kind"].as_str().expect("kind").to_string();
+    let name = ns.name().to_owned();
+    create_ray_object_result(ns, object)
+        .await
+        .unwrap_or_else(|e| panic!("creating {kind} in {name}: {e}"))
 }
 
 /// A small RayCluster: a head and a worker group `cpu` of `workers` replicas, 1 CPU each.

@@ -1,5 +1,7 @@
 //! With the webhook down, Ray Pod creation in opted-in namespaces fails visibly (failurePolicy
-//! Fail), while other Pods and other namespaces are unaffected; after a restart it works again.
+//! Fail), and so does Ray object creation there, while other Pods and other namespaces are
+//! unaffected (their Ray objects are validated with failurePolicy Ignore); after a restart it
+//! works again.
 
 use std::panic::AssertUnwindSafe;
 
@@ -10,8 +12,8 @@ use raygate_e2e::{Env, TestNamespace};
 use serde_json::json;
 
 use super::{
-    OPT_IN, PODS_BY_HAND, WEBHOOK, annotations, control_plane, create_ray_object, kuberay_pod,
-    ray_cluster,
+    OPT_IN, PODS_BY_HAND, WEBHOOK, annotations, control_plane, create_ray_object,
+    create_ray_object_result, kuberay_pod, ray_cluster,
 };
 
 /// `tests/env/control-plane webhook stop|start`, which runs inside the namespace too.
@@ -75,6 +77,19 @@ async fn with_the_webhook_down_only_ray_pods_in_opted_in_namespaces_are_refused(
             )
             .await
             .expect("a Ray Pod in an unlabelled namespace is not affected");
+        // Ray objects: validated everywhere, but only the opted-in scope fails closed.
+        let refused = create_ray_object_result(&opted_in, ray_cluster("while-down", 1, json!({})))
+            .await
+            .expect_err(
+                "a RayCluster in an opted-in namespace is refused while the webhook is down",
+            );
+        assert!(
+            refused.to_string().contains("failed calling webhook"),
+            "{refused}"
+        );
+        create_ray_object_result(&plain, ray_cluster("while-down", 1, json!({})))
+            .await
+            .expect("a RayCluster in an unlabelled namespace is admitted (failurePolicy Ignore)");
     })
     .catch_unwind()
     .await;
