@@ -195,27 +195,34 @@ pub async fn run(config: Config) -> Result<(), Error> {
     let (stop_http, http_shutdown) = Shutdown::new();
     let server = tokio::spawn(http::serve(listener, metrics.clone(), http_shutdown));
     tracing::info!(addr = %config.metrics_addr, "serving /healthz, /readyz and /metrics");
-    let client = client(config.kubeconfig.as_deref()).await?;
+    let client = client(config.kubeconfig.as_deref(), &metrics).await?;
     let result = lead_and_run(client, config, metrics).await;
     stop_http.fire();
     let _ = server.await;
     result
 }
 
-async fn client(kubeconfig: Option<&std::path::Path>) -> Result<Client, Error> {
+/// The Kubernetes client, its requests counted in `metrics`.
+async fn client(kubeconfig: Option<&std::path::Path>, metrics: &Metrics) -> Result<Client, Error> {
+    let config = client_config(kubeconfig).await?;
+    let builder = kube::client::ClientBuilder::try_from(config).map_err(Error::Client)?;
+    Ok(builder.with_layer(&metrics.request_counter()).build())
+}
+
+async fn client_config(kubeconfig: Option<&std::path::Path>) -> Result<kube::Config, Error> {
     let Some(path) = kubeconfig else {
-        return Client::try_default().await.map_err(Error::Client);
+        return kube::Config::infer()
+            .await
+            .map_err(|e| Error::Client(kube::Error::InferConfig(e)));
     };
     let error = |source| Error::Kubeconfig {
         path: path.to_path_buf(),
         source,
     };
     let file = kube::config::Kubeconfig::read_from(path).map_err(error)?;
-    let config =
-        kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
-            .await
-            .map_err(error)?;
-    Client::try_from(config).map_err(Error::Client)
+    kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(error)
 }
 
 async fn lead_and_run(client: Client, config: Config, metrics: Arc<Metrics>) -> Result<(), Error> {

@@ -9,13 +9,18 @@
 //! | `controller_runtime_active_workers` | `controller` |
 //! | `controller_runtime_max_concurrent_reconciles` | `controller` |
 //! | `leader_election_master_status` | `name` (the Lease) |
+//! | `rest_client_requests_total` | `method`, `code` (HTTP status, `<error>` when none came back) |
 //!
 //! kube-runtime keeps its work queue private, so `workqueue_depth` has no honest source and is
 //! not exported; `controller_runtime_active_workers` shows how many reconciles run at once.
 
 use std::future::Future;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Instant;
+
+use futures::future::BoxFuture;
+use hyper::{Request, Response};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -23,6 +28,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use tower::{Layer, Service};
 
 /// Labels of `controller_runtime_reconcile_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -43,6 +49,13 @@ struct LeaseLabels {
     name: String,
 }
 
+/// Labels of `rest_client_requests_total`, as client-go's.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    method: String,
+    code: String,
+}
+
 type HistogramFamily = Family<ControllerLabels, Histogram, fn() -> Histogram>;
 
 /// The reconciler's metrics and their registry.
@@ -54,6 +67,7 @@ pub struct Metrics {
     active: Family<ControllerLabels, Gauge>,
     max_concurrent: Family<ControllerLabels, Gauge>,
     leader: Family<LeaseLabels, Gauge>,
+    requests: Family<RequestLabels, Counter>,
 }
 
 fn reconcile_histogram() -> Histogram {
@@ -77,6 +91,7 @@ impl Metrics {
         let active = Family::<ControllerLabels, Gauge>::default();
         let max_concurrent = Family::<ControllerLabels, Gauge>::default();
         let leader = Family::<LeaseLabels, Gauge>::default();
+        let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
             "controller_runtime_reconcile",
             "Total number of reconciliations per controller",
@@ -107,6 +122,11 @@ impl Metrics {
             "Whether this replica holds the leader Lease (1) or not (0)",
             leader.clone(),
         );
+        registry.register(
+            "rest_client_requests",
+            "Number of HTTP requests to the API server, partitioned by method and status code",
+            requests.clone(),
+        );
         Metrics {
             registry,
             reconciles,
@@ -115,6 +135,15 @@ impl Metrics {
             active,
             max_concurrent,
             leader,
+            requests,
+        }
+    }
+
+    /// A tower layer for the Kubernetes client's service stack that counts every request it
+    /// sends in `rest_client_requests_total` (a watch counts once, when its response starts).
+    pub fn request_counter(&self) -> CountRequests {
+        CountRequests {
+            requests: self.requests.clone(),
         }
     }
 
@@ -177,6 +206,63 @@ impl Metrics {
     }
 }
 
+/// Layer counting requests in `rest_client_requests_total`; see [`Metrics::request_counter`].
+#[derive(Clone)]
+pub struct CountRequests {
+    requests: Family<RequestLabels, Counter>,
+}
+
+impl<S> Layer<S> for CountRequests {
+    type Service = CountedService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        CountedService {
+            inner,
+            requests: self.requests.clone(),
+        }
+    }
+}
+
+/// The service [`CountRequests`] wraps around the client's stack.
+#[derive(Clone)]
+pub struct CountedService<S> {
+    inner: S,
+    requests: Family<RequestLabels, Counter>,
+}
+
+impl<S, B, ResponseBody> Service<Request<B>> for CountedService<S>
+where
+    S: Service<Request<B>, Response = Response<ResponseBody>>,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    ResponseBody: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<S::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let method = request.method().to_string();
+        let requests = self.requests.clone();
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let result = response.await;
+            let code = match &result {
+                Ok(response) => response.status().as_u16().to_string(),
+                Err(_) => "<error>".to_string(),
+            };
+            requests
+                .get_or_create(&RequestLabels { method, code })
+                .inc();
+            result
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,6 +285,41 @@ mod tests {
             r#"controller_runtime_active_workers{controller="raycluster"} 0"#,
             r#"controller_runtime_max_concurrent_reconciles{controller="raycluster"} 4"#,
             r#"leader_election_master_status{name="raygate-reconciler"} 1"#,
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+    }
+
+    #[tokio::test]
+    async fn client_requests_are_counted_by_method_and_status_code() {
+        use tower::ServiceExt;
+        let metrics = Metrics::new();
+        let api_server = tower::service_fn(|request: Request<()>| async move {
+            match request.uri().path() {
+                "/down" => Err("connection refused"),
+                "/missing" => Ok(Response::builder().status(404).body(()).unwrap_or_default()),
+                _ => Ok(Response::new(())),
+            }
+        });
+        let client = metrics.request_counter().layer(api_server);
+        for (method, path) in [
+            ("GET", "/ok"),
+            ("GET", "/ok"),
+            ("PATCH", "/missing"),
+            ("POST", "/down"),
+        ] {
+            let request = Request::builder()
+                .method(method)
+                .uri(path)
+                .body(())
+                .unwrap_or_default();
+            let _ = client.clone().oneshot(request).await;
+        }
+        let text = metrics.encode();
+        for line in [
+            r#"rest_client_requests_total{method="GET",code="200"} 2"#,
+            r#"rest_client_requests_total{method="PATCH",code="404"} 1"#,
+            r#"rest_client_requests_total{method="POST",code="<error>"} 1"#,
         ] {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }

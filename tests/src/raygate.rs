@@ -1,29 +1,28 @@
 //! Running raygate's own binary from the tests.
 //!
 //! `env!("CARGO_BIN_EXE_raygate")` exists only in the raygate package's own tests, so the binary
-//! is found next to this test executable: `<target>/<profile>/deps/<test>` →
-//! `<target>/<profile>/raygate`. That follows `CARGO_TARGET_DIR` and the profile by itself.
+//! is found next to this executable: `<target>/<profile>/deps/<test>` (a test) or
+//! `<target>/<profile>/<bin>` (a program such as `rayjob-bench`) → `<target>/<profile>/raygate`.
+//! That follows `CARGO_TARGET_DIR` and the profile by itself.
 //! Tests never build it: `tests/run` runs `cargo build --workspace` first (and
 //! `cargo test --workspace` builds it too, since the raygate package has integration tests).
 
 use std::path::PathBuf;
 use std::process::Output;
 
-/// Path of the `raygate` binary of this build.
+/// Path of the `raygate` binary of this build (the same profile as this executable).
 ///
 /// # Panics
 /// When it has not been built.
 pub fn binary() -> PathBuf {
     let exe = std::env::current_exe().expect("the test executable's path");
-    let profile_dir = exe
+    let dir = exe
         .parent()
-        .and_then(|deps| deps.parent())
-        .unwrap_or_else(|| {
-            panic!(
-                "test executable {} is not in <target>/<profile>/deps",
-                exe.display()
-            )
-        });
+        .unwrap_or_else(|| panic!("executable {} has no parent directory", exe.display()));
+    let profile_dir = match dir.file_name() {
+        Some(name) if name == "deps" => dir.parent().unwrap_or(dir),
+        _ => dir,
+    };
     let raygate = profile_dir.join("raygate");
     assert!(
         raygate.is_file(),

@@ -29,7 +29,7 @@ pub struct Election<'a> {
 pub struct Reconciler {
     child: Child,
     metrics: Dashboard,
-    /// Where its log goes.
+    /// Where its log goes (appended to by every reconciler the test starts with the same label).
     pub log: std::path::PathBuf,
 }
 
@@ -56,8 +56,12 @@ impl Reconciler {
         let label = election.as_ref().map(|e| e.identity).unwrap_or("single");
         let log = std::path::Path::new(env.var("RAYGATE_LOGS"))
             .join(format!("reconciler-{}-{label}.log", ns.name()));
-        let file = std::fs::File::create(&log)
-            .unwrap_or_else(|e| panic!("creating {}: {e}", log.display()));
+        // Appended to: a test that restarts its reconciler keeps every incarnation's log.
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap_or_else(|e| panic!("opening {}: {e}", log.display()));
         let stderr = file.try_clone().expect("a second handle on the log file");
         let mut command = tokio::process::Command::new(crate::raygate::binary());
         command
