@@ -13,9 +13,11 @@
 //! * [`ray::Dashboard`] talks to the Ray head's Jobs API;
 //! * [`raygate`] runs raygate's own binary;
 //! * [`reconciler`] runs a test's own `raygate reconcile` for its namespace;
+//! * [`kuberay`] runs a test's own KubeRay operator for its namespaces;
 //! * [`runner`] holds the pure parts of the `submitter-runner` binary.
 
 pub mod env;
+pub mod kuberay;
 pub mod namespace;
 pub mod ray;
 pub mod raygate;
