@@ -134,6 +134,24 @@ fn cases() -> Vec<(&'static str, Value)> {
     ]
 }
 
+/// Pins every Ray Pod of the object to a node that does not exist: the gangs are sized and
+/// admitted but never run, so no job completes (and no cleanup re-sizes a group) before the
+/// comparison, and no submitter is ever created.
+fn pin_nowhere(object: &mut Value) {
+    let spec = if object["kind"] == "RayJob" {
+        &mut object["spec"]["rayClusterSpec"]
+    } else {
+        &mut object["spec"]
+    };
+    let selector = json!({"e2e.raygate.io/no-such-node": "true"});
+    spec["headGroupSpec"]["template"]["spec"]["nodeSelector"] = selector.clone();
+    if let Some(groups) = spec["workerGroupSpecs"].as_array_mut() {
+        for group in groups {
+            group["template"]["spec"]["nodeSelector"] = selector.clone();
+        }
+    }
+}
+
 fn queue_resource() -> ApiResource {
     ApiResource::from_gvk(&GroupVersionKind::gvk(
         "scheduling.volcano.sh",
@@ -164,14 +182,14 @@ async fn raygate_sizes_gangs_as_kuberays_volcano_adapter_and_steps_aside_when_it
     let _volcano_kuberay = KubeRay::start(&env, &[&oracle, &detect], Some("volcano")).await;
     let _plain_kuberay = KubeRay::start(&env, &[&raygate], None).await;
 
-    // A queue that admits none of these gangs (capability 1 CPU), so they hold nothing that
-    // other tests need while they are compared.
+    // A queue of 8 CPUs (each gang fits, as raygate's webhook demands): at most that much of
+    // the cluster is reserved by these gangs while they are compared.
     let queue_name = format!("q-{}", oracle.name());
     let queues: kube::Api<DynamicObject> = kube::Api::all_with(oracle.client(), &queue_resource());
     let queue: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
         "metadata": {"name": queue_name},
-        "spec": {"weight": 1, "reclaimable": false, "capability": {"cpu": "1"}}
+        "spec": {"weight": 1, "reclaimable": false, "capability": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "4"}}
     }))
     .expect("a Queue");
     queues
@@ -182,6 +200,7 @@ async fn raygate_sizes_gangs_as_kuberays_volcano_adapter_and_steps_aside_when_it
     let labels = json!({"volcano.sh/queue-name": queue_name, "ray.io/priority-class-name": "high"});
     for (_, mut object) in cases() {
         object["metadata"]["labels"] = labels.clone();
+        pin_nowhere(&mut object);
         create(&oracle, object.clone()).await;
         create(&raygate, object).await;
     }
@@ -237,6 +256,7 @@ async fn raygate_sizes_gangs_as_kuberays_volcano_adapter_and_steps_aside_when_it
         .expect("the unset-replicas case")
         .1;
     detect_job["metadata"]["labels"] = labels.clone();
+    pin_nowhere(&mut detect_job);
     create(&detect, detect_job).await;
     let warning = detect
         .wait_for(
