@@ -249,13 +249,12 @@ mod tests {
 
     #[test]
     fn kuberay_can_run_the_unlabelled_namespaces() {
-        let config = config(&["--reconciler", "kuberay"]).expect("kuberay is a reconciler");
-        assert_eq!(config.default_reconciler, ReconcilerKind::Kuberay);
+        let kuberay = config(&["--reconciler", "kuberay"]).expect("kuberay is a reconciler");
+        assert_eq!(kuberay.default_reconciler, ReconcilerKind::Kuberay);
         // raygate's own controllers still validate for raygate where they run.
-        assert_eq!(config.validation.reconciler, ReconcilerKind::Raygate);
+        assert_eq!(kuberay.validation.reconciler, ReconcilerKind::Raygate);
         let error = config(&["--reconciler", "volcano"])
-            .err()
-            .expect("volcano is not a reconciler")
+            .expect_err("volcano is not a reconciler")
             .to_string();
         assert!(error.contains("--reconciler"), "{error}");
     }
