@@ -169,12 +169,21 @@ struct RuleOptions {
     reconciler: Reconciler,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Reconciler {
     /// raygate's lightweight reconciler.
     Raygate,
     /// The KubeRay operator.
     Kuberay,
+}
+
+impl From<Reconciler> for ReconcilerKind {
+    fn from(reconciler: Reconciler) -> Self {
+        match reconciler {
+            Reconciler::Raygate => ReconcilerKind::Raygate,
+            Reconciler::Kuberay => ReconcilerKind::Kuberay,
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -245,10 +254,7 @@ impl RuleOptions {
     fn context(&self) -> ValidationContext {
         ValidationContext {
             gates: self.feature_gates.clone(),
-            reconciler: match self.reconciler {
-                Reconciler::Raygate => ReconcilerKind::Raygate,
-                Reconciler::Kuberay => ReconcilerKind::Kuberay,
-            },
+            reconciler: self.reconciler.into(),
         }
     }
 }

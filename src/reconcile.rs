@@ -38,6 +38,18 @@ pub struct Args {
         default_value_t = format!("{}={}", keys::NAMESPACE_OPT_IN_LABEL, keys::NAMESPACE_OPT_IN_VALUE)
     )]
     namespace_label: String,
+    /// Which controller runs the RayJobs and RayClusters of namespaces without the
+    /// `raygate.io/reconciler` label: `raygate` (raygate's own controllers) or `kuberay` (a
+    /// KubeRay operator without a batch scheduler runs them; raygate only keeps their
+    /// PodGroups in namespaces opted into Volcano).
+    #[arg(
+        long,
+        value_enum,
+        env = "RAYGATE_RECONCILER",
+        default_value_t = crate::Reconciler::Raygate,
+        value_name = "RECONCILER"
+    )]
+    reconciler: crate::Reconciler,
     /// Reconciles that run at once per controller (0: unbounded; one object is never
     /// reconciled twice at once).
     #[arg(
@@ -155,6 +167,7 @@ impl Args {
             namespace_selector: self.namespace_selector.filter(|s| !s.trim().is_empty()),
             opt_in_label: (key.to_string(), value.to_string()),
             concurrency: self.concurrency,
+            default_reconciler: self.reconciler.into(),
             validation: ValidationContext {
                 gates: self.feature_gates,
                 reconciler: ReconcilerKind::Raygate,
@@ -233,7 +246,20 @@ mod tests {
             (15, 5)
         );
         assert_eq!(config.validation.reconciler, ReconcilerKind::Raygate);
+        assert_eq!(config.default_reconciler, ReconcilerKind::Raygate);
         assert_eq!(config.metrics_addr.port(), 9091);
+    }
+
+    #[test]
+    fn kuberay_can_run_the_unlabelled_namespaces() {
+        let kuberay = config(&["--reconciler", "kuberay"]).expect("kuberay is a reconciler");
+        assert_eq!(kuberay.default_reconciler, ReconcilerKind::Kuberay);
+        // raygate's own controllers still validate for raygate where they run.
+        assert_eq!(kuberay.validation.reconciler, ReconcilerKind::Raygate);
+        let error = config(&["--reconciler", "volcano"])
+            .expect_err("volcano is not a reconciler")
+            .to_string();
+        assert!(error.contains("--reconciler"), "{error}");
     }
 
     #[test]

@@ -37,11 +37,12 @@ pub fn run(args: RunArgs, log: LogArgs) -> Result<()> {
     let config = args.reconciler.config()?;
     // The webhook validates for whichever controller runs the objects.
     let mut validation = config.validation.clone();
-    validation.reconciler = if args.enable_reconciler {
-        ReconcilerKind::Raygate
-    } else {
-        ReconcilerKind::Kuberay
-    };
+    validation.reconciler =
+        if args.enable_reconciler && config.default_reconciler == ReconcilerKind::Raygate {
+            ReconcilerKind::Raygate
+        } else {
+            ReconcilerKind::Kuberay
+        };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

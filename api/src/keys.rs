@@ -7,6 +7,16 @@
 pub const NAMESPACE_OPT_IN_LABEL: &str = "raygate.io/scheduler";
 /// Value of [`NAMESPACE_OPT_IN_LABEL`] that opts a namespace in.
 pub const NAMESPACE_OPT_IN_VALUE: &str = "volcano";
+/// Namespace label choosing which controller runs the namespace's RayJobs and RayClusters:
+/// `raygate` (raygate's own reconciler) or `kuberay` (a KubeRay operator; raygate's reconciler
+/// then only keeps the PodGroups, see [`crate::coexist`]). Without it, the reconciler's
+/// `--reconciler` setting decides.
+pub const RECONCILER_LABEL: &str = "raygate.io/reconciler";
+/// Label on every PodGroup raygate's reconciler creates for a KubeRay-run object, telling it
+/// apart from one KubeRay's own Volcano adapter created under the same name.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Value of [`MANAGED_BY_LABEL`] on raygate's PodGroups.
+pub const MANAGED_BY_RAYGATE: &str = "raygate";
 /// `spec.schedulerName` given to every Ray Pod in an opted-in namespace.
 pub const VOLCANO_SCHEDULER_NAME: &str = "volcano";
 

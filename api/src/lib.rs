@@ -16,6 +16,7 @@
 pub mod admission;
 pub mod check;
 pub mod cluster;
+pub mod coexist;
 pub mod conversion;
 pub mod crd;
 pub mod features;

@@ -10,6 +10,8 @@ use kube::api::ListParams;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
+use raygate_api::coexist;
+use raygate_api::validation::ReconcilerKind;
 use tokio::sync::watch;
 
 use crate::Config;
@@ -128,20 +130,44 @@ impl Context {
         }))
     }
 
-    /// How raygate treats objects in `namespace`.
+    /// How raygate's own RayJob and RayCluster controllers treat objects in `namespace`:
+    /// [`NamespaceScope::Ignored`] as well when a KubeRay operator runs the namespace's Ray
+    /// objects (see [`Context::kuberay_scope`]).
     pub fn namespace_scope(&self, namespace: &str) -> NamespaceScope {
-        let Some(ns) = self.namespaces.get(&ObjectRef::new(namespace)) else {
-            return NamespaceScope::Ignored;
-        };
-        let labels: &BTreeMap<String, String> = match ns.metadata.labels.as_ref() {
-            Some(labels) => labels,
-            None => return NamespaceScope::Plain,
+        match self.reconciler_of(namespace) {
+            Some((ReconcilerKind::Raygate, scope)) => scope,
+            _ => NamespaceScope::Ignored,
+        }
+    }
+
+    /// How the PodGroup-only controllers (`crate::coexist`) treat objects in `namespace`:
+    /// [`NamespaceScope::Ignored`] unless a KubeRay operator runs its Ray objects.
+    pub fn kuberay_scope(&self, namespace: &str) -> NamespaceScope {
+        match self.reconciler_of(namespace) {
+            Some((ReconcilerKind::Kuberay, scope)) => scope,
+            _ => NamespaceScope::Ignored,
+        }
+    }
+
+    /// Which controller runs the namespace's Ray objects, and whether it is opted into
+    /// Volcano; `None` when the namespace is not selected or its reconciler label is invalid.
+    fn reconciler_of(&self, namespace: &str) -> Option<(ReconcilerKind, NamespaceScope)> {
+        let ns = self.namespaces.get(&ObjectRef::new(namespace))?;
+        let labels: Option<&BTreeMap<String, String>> = ns.metadata.labels.as_ref();
+        let reconciler = match coexist::namespace_reconciler(labels, self.config.default_reconciler)
+        {
+            Ok(kind) => kind,
+            Err(message) => {
+                tracing::warn!(namespace, %message, "namespace left alone");
+                return None;
+            }
         };
         let (key, value) = &self.config.opt_in_label;
-        if labels.get(key) == Some(value) {
+        let scope = if labels.and_then(|l| l.get(key)) == Some(value) {
             NamespaceScope::Volcano
         } else {
             NamespaceScope::Plain
-        }
+        };
+        Some((reconciler, scope))
     }
 }

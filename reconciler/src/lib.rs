@@ -15,6 +15,7 @@
 //! [`controllers`]. Every decision is made by `raygate_api`; this crate only observes and
 //! acts.
 
+pub mod coexist;
 pub mod context;
 pub mod dashboard;
 pub mod http;
@@ -69,6 +70,10 @@ pub struct Config {
     pub opt_in_label: (String, String),
     /// Reconciles run at once per controller (0: unbounded).
     pub concurrency: u16,
+    /// Which controller runs the Ray objects of namespaces without the
+    /// `raygate.io/reconciler` label: raygate's own controllers, or a KubeRay operator (then
+    /// raygate only keeps their PodGroups, see [`coexist`]).
+    pub default_reconciler: ReconcilerKind,
     /// Validation rules (feature gates; always with raygate's reconciler).
     pub validation: ValidationContext,
     /// Settings of the Service and Pod builders.
@@ -105,6 +110,7 @@ impl Default for Config {
                 raygate_api::keys::NAMESPACE_OPT_IN_VALUE.to_string(),
             ),
             concurrency: 4,
+            default_reconciler: ReconcilerKind::Raygate,
             validation: ValidationContext {
                 reconciler: ReconcilerKind::Raygate,
                 ..ValidationContext::default()
@@ -182,6 +188,8 @@ pub fn controllers() -> Vec<Controller> {
         ray_cluster::controller(),
         rayjob::controller(),
         queue_policy::controller(),
+        coexist::rayjob_controller(),
+        coexist::raycluster_controller(),
     ]
 }
 

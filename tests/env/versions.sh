@@ -16,6 +16,10 @@ KWOK_VERSION=v0.7.0
 # published volcano.sh/apis below. Wrapper: tests/env/go/volcano/go.mod.
 VOLCANO_VERSION=v1.14.1
 VOLCANO_APIS_VERSION=v1.14.0
+# github.com/ray-project/kuberay/ray-operator: the KubeRay operator, an optional
+# component of the environment (RAYGATE_ENV_KUBERAY=1, see tests/env/README.md).
+# Its k8s.io modules are v0.34.1, like K8S_VERSION. Wrapper: tests/env/go/kuberay.
+KUBERAY_VERSION=v1.5.0
 # PyPI ray[default] for the Ray head and the `ray` CLI.
 RAY_VERSION=2.60.0
 
@@ -31,4 +35,7 @@ VOLCANO_DIR=$RAYGATE_BIN_DIR/volcano-$VOLCANO_VERSION
 BIN_VC_SCHEDULER=$VOLCANO_DIR/vc-scheduler
 BIN_VC_CONTROLLER_MANAGER=$VOLCANO_DIR/vc-controller-manager
 VOLCANO_CRD_DIR=$VOLCANO_DIR/crd
+KUBERAY_DIR=$RAYGATE_BIN_DIR/kuberay-$KUBERAY_VERSION
+BIN_KUBERAY_OPERATOR=$KUBERAY_DIR/kuberay-operator
+KUBERAY_CRD_DIR=$KUBERAY_DIR/crd
 RAY_VENV=$RAYGATE_BIN_DIR/ray-$RAY_VERSION

@@ -15,10 +15,12 @@
 //! * [`raygate`] runs raygate's own binary;
 //! * [`reconciler`] runs a test's own `raygate reconcile` for its namespace;
 //! * [`nodes::FakeNode`] is a kwok node of a test's own, with the capacity it chooses;
+//! * [`kuberay`] runs a test's own KubeRay operator for its namespaces;
 //! * [`runner`] holds the pure parts of the `submitter-runner` binary.
 
 pub mod env;
 pub mod examples;
+pub mod kuberay;
 pub mod namespace;
 pub mod nodes;
 pub mod ray;

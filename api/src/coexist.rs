@@ -1,0 +1,324 @@
+//! Coexisting with a KubeRay operator: PodGroups for RayJobs and RayClusters that KubeRay runs.
+//!
+//! Teams that already run KubeRay opt namespaces into Volcano one at a time instead of
+//! restarting KubeRay with `--batch-scheduler=volcano` (which switches every namespace at once).
+//! In a namespace whose Ray objects KubeRay runs ([`namespace_reconciler`] says
+//! [`ReconcilerKind::Kuberay`]) and that is opted into Volcano, raygate's webhook gives
+//! KubeRay's Pods their Volcano metadata and raygate's reconciler only keeps the PodGroup those
+//! Pods point to. [`decide`] is that reconciler's whole judgement:
+//!
+//! * same name, owner and sizing as raygate's own mode (`crate::sizing`): `ray-<owner>-pg`,
+//!   `minMember` = head + workers, `minResources` = head + workers + submitter;
+//! * kept in sync with the spec while the RayJob runs and with a standalone cluster's spec;
+//! * recomputed from the live cluster when a RayJob finishes or retries (KubeRay v1.7,
+//!   `kuberay-compat.md` §9.8), zeroed when its cluster is gone, when it or a standalone
+//!   cluster is suspended (§10 row 9) or being deleted;
+//! * never anything but PodGroups: RayClusters, Pods and Jobs stay KubeRay's;
+//! * a PodGroup or cluster that shows KubeRay's own Volcano adapter at work is left alone
+//!   ([`Plan::KubeRayGangScheduled`]), so two writers never fight over one gang.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::keys;
+use crate::lifecycle::DeploymentStatus;
+use crate::onboarding::{self, Labels};
+use crate::ray::v1::{RayCluster, RayJob};
+use crate::sizing::{self, GangSize, SizingError};
+use crate::validation::ReconcilerKind;
+use crate::volcano::PodGroup;
+
+/// Value of [`keys::RECONCILER_LABEL`] handing a namespace to raygate's reconciler.
+pub const RECONCILER_RAYGATE: &str = "raygate";
+/// Value of [`keys::RECONCILER_LABEL`] handing a namespace to a KubeRay operator.
+pub const RECONCILER_KUBERAY: &str = "kuberay";
+
+/// Event reason when KubeRay's own Volcano adapter is found at work on an object.
+pub const REASON_KUBERAY_GANG: &str = "KubeRayBatchSchedulerDetected";
+/// Event reason when an object gets no PodGroup (e.g. a RayJob on an existing cluster).
+pub const REASON_SKIPPED: &str = "GangSchedulingSkipped";
+
+/// Which controller runs the Ray objects of a namespace with these labels: the
+/// [`keys::RECONCILER_LABEL`] value, else `default` (the reconciler's `--reconciler`).
+///
+/// `Err` carries an unknown label value; the namespace is then left alone by every mode, since
+/// guessing could put two controllers on one object.
+pub fn namespace_reconciler(
+    namespace_labels: Option<&Labels>,
+    default: ReconcilerKind,
+) -> Result<ReconcilerKind, String> {
+    match namespace_labels.and_then(|l| l.get(keys::RECONCILER_LABEL)) {
+        None => Ok(default),
+        Some(v) if v == RECONCILER_RAYGATE => Ok(ReconcilerKind::Raygate),
+        Some(v) if v == RECONCILER_KUBERAY => Ok(ReconcilerKind::Kuberay),
+        Some(other) => Err(format!(
+            "namespace label {}={other:?}: expected {RECONCILER_RAYGATE:?} or {RECONCILER_KUBERAY:?}",
+            keys::RECONCILER_LABEL
+        )),
+    }
+}
+
+/// The object a PodGroup-only reconcile is about.
+#[derive(Clone, Copy, Debug)]
+pub enum Owner<'a> {
+    /// A RayJob run by KubeRay.
+    RayJob(&'a RayJob),
+    /// A RayCluster run by KubeRay (one created by a RayJob joins the RayJob's gang).
+    RayCluster(&'a RayCluster),
+}
+
+/// What a PodGroup-only reconcile observed.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Observed<'a> {
+    /// The PodGroup `ray-<owner>-pg`, if it exists.
+    pub pod_group: Option<&'a PodGroup>,
+    /// RayJobs: the cluster named in `status.rayClusterName`, if it exists (deleting or not).
+    pub cluster: Option<&'a RayCluster>,
+    /// Field manager of raygate's reconciler; a PodGroup spec written by any other manager
+    /// (apart from Volcano's status writes) means another gang-scheduler sizes it.
+    pub own_manager: &'a str,
+}
+
+/// What to do about the object's PodGroup.
+#[derive(Clone, Debug)]
+pub enum Plan {
+    /// The PodGroup is as it should be (or the object needs none).
+    InSync,
+    /// Create this PodGroup (AlreadyExists is success: the next reconcile compares).
+    Create(Box<PodGroup>),
+    /// Set `spec.minMember` and `spec.minResources` of the existing PodGroup, nothing else.
+    Resize {
+        /// PodGroup name.
+        name: String,
+        /// New `spec.minMember`.
+        min_member: i32,
+        /// New `spec.minResources`.
+        min_resources: BTreeMap<String, Quantity>,
+    },
+    /// KubeRay's own Volcano adapter gang-schedules the object: leave it alone and warn.
+    KubeRayGangScheduled {
+        /// Why raygate thinks so (Event note).
+        message: String,
+    },
+    /// The object cannot get a PodGroup; warn once per reason, never retry on a timer.
+    Skipped {
+        /// Event note.
+        message: String,
+    },
+}
+
+/// Decides the PodGroup of a KubeRay-run RayJob or RayCluster in a Volcano namespace.
+pub fn decide(owner: Owner<'_>, observed: &Observed<'_>) -> Plan {
+    if let Some(message) = kuberay_gang_evidence(owner, observed) {
+        return Plan::KubeRayGangScheduled { message };
+    }
+    let wanted = match owner {
+        Owner::RayJob(job) => ray_job_target(job, observed),
+        Owner::RayCluster(cluster) => ray_cluster_target(cluster),
+    };
+    match wanted {
+        Target::None => Plan::InSync,
+        Target::Skip(message) => Plan::Skipped { message },
+        Target::Zero => match observed.pod_group {
+            Some(live) => resize(live, 0, BTreeMap::new()),
+            // Nothing holds resources; creating an empty gang would only add an object.
+            None => Plan::InSync,
+        },
+        Target::Settle(gang) => match observed.pod_group {
+            Some(live) => resize(live, gang.min_member, quantities(gang)),
+            None => Plan::InSync,
+        },
+        Target::Desired(pg) => match observed.pod_group {
+            None => {
+                let mut pg = *pg;
+                pg.metadata.labels.get_or_insert_with(BTreeMap::new).insert(
+                    keys::MANAGED_BY_LABEL.to_string(),
+                    keys::MANAGED_BY_RAYGATE.to_string(),
+                );
+                Plan::Create(Box::new(pg))
+            }
+            Some(live) => resize(
+                live,
+                pg.spec.min_member.unwrap_or(0),
+                pg.spec.min_resources.unwrap_or_default(),
+            ),
+        },
+    }
+}
+
+/// What the PodGroup should hold.
+enum Target {
+    /// No PodGroup of its own (a RayJob's cluster joins the RayJob's).
+    None,
+    /// No PodGroup can be made; the note says why.
+    Skip(String),
+    /// Exists with this size (created if missing).
+    Desired(Box<PodGroup>),
+    /// If it exists, holds what is actually left (a finished job's live cluster).
+    Settle(GangSize),
+    /// If it exists, holds nothing.
+    Zero,
+}
+
+fn ray_job_target(job: &RayJob, observed: &Observed<'_>) -> Target {
+    if job.metadata.deletion_timestamp.is_some() || job.spec.suspend == Some(true) {
+        return Target::Zero;
+    }
+    if job.spec.ray_cluster_spec.is_none() {
+        // §10 row 3: no error loop; KubeRay runs the job on the user's cluster, whose own
+        // PodGroup (if it is a standalone cluster here) gang-schedules it.
+        return Target::Skip(format!(
+            "RayJob runs on an existing RayCluster (spec.clusterSelector); it gets no PodGroup of its own ({})",
+            key(&job.metadata)
+        ));
+    }
+    let state = DeploymentStatus::parse(
+        job.status
+            .as_ref()
+            .and_then(|s| s.job_deployment_status.as_deref()),
+    );
+    match state {
+        // The cluster is being deleted for the suspension: nothing is left to hold.
+        DeploymentStatus::Suspending | DeploymentStatus::Suspended => Target::Zero,
+        // KubeRay v1.7's cleanup: what the live cluster still runs, or nothing once it is
+        // gone (a finished K8sJobMode submitter is not counted).
+        DeploymentStatus::Complete
+        | DeploymentStatus::Failed
+        | DeploymentStatus::ValidationFailed
+        | DeploymentStatus::Retrying => match observed
+            .cluster
+            .filter(|c| c.metadata.deletion_timestamp.is_none() && c.spec.suspend != Some(true))
+            .map(|c| sizing::cluster_gang(&c.spec, "spec"))
+        {
+            Some(Ok(gang)) => Target::Settle(gang),
+            Some(Err(_)) | None => Target::Zero,
+        },
+        _ => match sizing::ray_job_pod_group(job) {
+            Ok(pg) => Target::Desired(Box::new(pg)),
+            Err(e) => Target::Skip(e.to_string()),
+        },
+    }
+}
+
+/// The RayJob whose gang a RayCluster's Pods join (its `RayJob` ownerReference or KubeRay's
+/// originated-from labels); `None` for a standalone cluster, which has a PodGroup of its own.
+pub fn cluster_ray_job(cluster: &RayCluster) -> Option<&str> {
+    static NO_LABELS: Labels = Labels::new();
+    onboarding::cluster_ray_job(
+        cluster.metadata.labels.as_ref().unwrap_or(&NO_LABELS),
+        cluster
+            .metadata
+            .owner_references
+            .as_deref()
+            .unwrap_or_default(),
+    )
+}
+
+fn ray_cluster_target(cluster: &RayCluster) -> Target {
+    if cluster_ray_job(cluster).is_some() {
+        return Target::None;
+    }
+    match sizing::ray_cluster_pod_group(cluster) {
+        Err(SizingError::OwnedByRayJob { .. }) => Target::None,
+        Err(e) => Target::Skip(e.to_string()),
+        Ok(_) if cluster.metadata.deletion_timestamp.is_some() => Target::Zero,
+        Ok(_) if cluster.spec.suspend == Some(true) => Target::Zero,
+        Ok(pg) => Target::Desired(Box::new(pg)),
+    }
+}
+
+fn resize(live: &PodGroup, min_member: i32, min_resources: BTreeMap<String, Quantity>) -> Plan {
+    if sizing::pod_group_differs(live, min_member, &min_resources) {
+        Plan::Resize {
+            name: live.metadata.name.clone().unwrap_or_default(),
+            min_member,
+            min_resources,
+        }
+    } else {
+        Plan::InSync
+    }
+}
+
+fn quantities(gang: GangSize) -> BTreeMap<String, Quantity> {
+    gang.min_resources
+        .into_iter()
+        .map(|(k, v)| (k, v.to_quantity()))
+        .collect()
+}
+
+fn key(meta: &ObjectMeta) -> String {
+    format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// Signs that a KubeRay started with `--batch-scheduler=volcano` gang-schedules the object.
+///
+/// * The PodGroup `ray-<owner>-pg` exists without raygate's [`keys::MANAGED_BY_LABEL`]: KubeRay
+///   (or someone else) created it.
+/// * Another field manager than raygate's set its `spec.minMember` or `spec.minResources`:
+///   KubeRay's adapter re-sizes a group it finds under its name. Volcano's own writes touch only
+///   `status` (and drop empty fields, which claims nothing).
+/// * A RayJob's cluster carries `scheduling.k8s.io/group-name`: KubeRay's adapter annotates the
+///   RayCluster it creates in K8sJobMode; raygate's webhook annotates Pods, never clusters.
+fn kuberay_gang_evidence(owner: Owner<'_>, observed: &Observed<'_>) -> Option<String> {
+    if let Some(pg) = observed.pod_group {
+        let name = pg.metadata.name.as_deref().unwrap_or_default();
+        let ours = pg
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(keys::MANAGED_BY_LABEL))
+            .is_some_and(|v| v == keys::MANAGED_BY_RAYGATE);
+        if !ours {
+            return Some(format!(
+                "PodGroup {name} was not created by raygate (no {}={} label): a KubeRay operator with --batch-scheduler=volcano gang-schedules this object; raygate leaves it alone. Run KubeRay without a batch scheduler to let raygate onboard this namespace.",
+                keys::MANAGED_BY_LABEL,
+                keys::MANAGED_BY_RAYGATE
+            ));
+        }
+        if let Some(manager) = foreign_spec_manager(pg, observed.own_manager) {
+            return Some(format!(
+                "PodGroup {name}: spec.minMember/minResources written by field manager {manager:?}: a KubeRay operator with --batch-scheduler=volcano gang-schedules this object; raygate leaves it alone"
+            ));
+        }
+    }
+    if let (Owner::RayJob(_), Some(cluster)) = (owner, observed.cluster)
+        && cluster
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(keys::POD_GROUP_ANNOTATION))
+    {
+        return Some(format!(
+            "RayCluster {} carries {}: a KubeRay operator with --batch-scheduler=volcano gang-schedules this RayJob; raygate leaves it alone",
+            key(&cluster.metadata),
+            keys::POD_GROUP_ANNOTATION
+        ));
+    }
+    None
+}
+
+/// The first field manager other than `own` owning `spec.minMember` or `spec.minResources`.
+fn foreign_spec_manager<'a>(pg: &'a PodGroup, own: &str) -> Option<&'a str> {
+    pg.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .find_map(|entry| {
+            let manager = entry.manager.as_deref().unwrap_or_default();
+            if manager == own {
+                return None;
+            }
+            let spec = entry.fields_v1.as_ref()?.0.get("f:spec")?;
+            (spec.get("f:minMember").is_some() || spec.get("f:minResources").is_some())
+                .then_some(manager)
+        })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,423 @@
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry, Time};
+use k8s_openapi::jiff::Timestamp;
+
+use super::*;
+
+/// Plans compare by their Debug form (PodGroup has no PartialEq).
+macro_rules! assert_plan {
+    ($left:expr, $right:expr $(, $($msg:tt)+)?) => {
+        assert_eq!(format!("{:?}", $left), format!("{:?}", $right) $(, $($msg)+)?)
+    };
+}
+
+const OWN: &str = "raygate-reconciler";
+
+fn job(yaml: &str) -> RayJob {
+    serde_saphyr::from_str(yaml).unwrap_or_else(|e| panic!("bad test YAML: {e}"))
+}
+
+fn cluster(yaml: &str) -> RayCluster {
+    serde_saphyr::from_str(yaml).unwrap_or_else(|e| panic!("bad test YAML: {e}"))
+}
+
+const CLUSTER_SPEC: &str = r#"
+    headGroupSpec:
+      template:
+        spec:
+          containers:
+          - name: ray-head
+            resources:
+              requests: {cpu: "1", memory: 2Gi}
+    workerGroupSpecs:
+    - groupName: small
+      replicas: 2
+      minReplicas: 0
+      maxReplicas: 5
+      numOfHosts: 2
+      template:
+        spec:
+          containers:
+          - name: ray-worker
+            resources:
+              requests: {cpu: 500m, memory: 1Gi, nvidia.com/gpu: "1"}
+"#;
+
+fn ray_job(extra_spec: &str, status: &str) -> RayJob {
+    job(&format!(
+        r#"
+apiVersion: ray.io/v1
+kind: RayJob
+metadata:
+  name: demo
+  namespace: ml
+  uid: u-1
+  labels: {{volcano.sh/queue-name: research}}
+spec:
+  entrypoint: python train.py
+{extra_spec}
+  rayClusterSpec:
+{CLUSTER_SPEC}
+{status}
+"#
+    ))
+}
+
+fn live_cluster(extra_meta: &str) -> RayCluster {
+    cluster(&format!(
+        r#"
+apiVersion: ray.io/v1
+kind: RayCluster
+metadata:
+  name: demo-abcde
+  namespace: ml
+{extra_meta}
+spec:
+{CLUSTER_SPEC}
+"#
+    ))
+}
+
+fn standalone(extra_spec: &str) -> RayCluster {
+    cluster(&format!(
+        r#"
+apiVersion: ray.io/v1
+kind: RayCluster
+metadata:
+  name: raycluster
+  namespace: ml
+  uid: u-2
+spec:
+{extra_spec}
+{CLUSTER_SPEC}
+"#
+    ))
+}
+
+fn resources(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+        .collect()
+}
+
+/// A PodGroup as raygate created it, with the given size.
+fn ours(min_member: i32, min: &[(&str, &str)]) -> PodGroup {
+    let mut pg = PodGroup::new("ray-demo-pg", Default::default());
+    pg.spec.min_member = Some(min_member);
+    pg.spec.min_resources = Some(resources(min));
+    pg.metadata.labels = Some(BTreeMap::from([(
+        keys::MANAGED_BY_LABEL.to_string(),
+        keys::MANAGED_BY_RAYGATE.to_string(),
+    )]));
+    pg
+}
+
+fn observed<'a>(pod_group: Option<&'a PodGroup>, cluster: Option<&'a RayCluster>) -> Observed<'a> {
+    Observed {
+        pod_group,
+        cluster,
+        own_manager: OWN,
+    }
+}
+
+/// head 1 CPU/2Gi + 2 replicas × 2 hosts × (500m, 1Gi, 1 GPU)
+const CLUSTER_GANG: &[(&str, &str)] = &[("cpu", "3"), ("memory", "6Gi"), ("nvidia.com/gpu", "4")];
+/// the cluster plus the default submitter (500m, 200Mi)
+const JOB_GANG: &[(&str, &str)] = &[
+    ("cpu", "3500m"),
+    ("memory", "6344Mi"),
+    ("nvidia.com/gpu", "4"),
+];
+
+#[test]
+fn the_namespace_label_chooses_the_reconciler_and_the_flag_is_the_default() {
+    let labels = |v: &str| BTreeMap::from([(keys::RECONCILER_LABEL.to_string(), v.to_string())]);
+    assert_eq!(
+        namespace_reconciler(None, ReconcilerKind::Raygate),
+        Ok(ReconcilerKind::Raygate)
+    );
+    assert_eq!(
+        namespace_reconciler(Some(&BTreeMap::new()), ReconcilerKind::Kuberay),
+        Ok(ReconcilerKind::Kuberay)
+    );
+    assert_eq!(
+        namespace_reconciler(Some(&labels("kuberay")), ReconcilerKind::Raygate),
+        Ok(ReconcilerKind::Kuberay)
+    );
+    assert_eq!(
+        namespace_reconciler(Some(&labels("raygate")), ReconcilerKind::Kuberay),
+        Ok(ReconcilerKind::Raygate)
+    );
+    let err = namespace_reconciler(Some(&labels("KubeRay")), ReconcilerKind::Raygate).unwrap_err();
+    assert!(
+        err.contains("raygate.io/reconciler") && err.contains("\"KubeRay\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_new_rayjob_gets_raygates_podgroup_without_the_submitter_in_min_member() {
+    let plan = decide(Owner::RayJob(&ray_job("", "")), &observed(None, None));
+    let Plan::Create(pg) = plan else {
+        panic!("expected Create, got {plan:?}")
+    };
+    assert_plan!(pg.metadata.name.as_deref(), Some("ray-demo-pg"));
+    assert_plan!(pg.spec.min_member, Some(5));
+    assert!(!sizing::pod_group_differs(&pg, 5, &resources(JOB_GANG)));
+    assert_plan!(pg.spec.queue.as_deref(), Some("research"));
+    let owner = &pg.metadata.owner_references.as_ref().unwrap()[0];
+    assert_plan!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("RayJob", "demo")
+    );
+    assert_plan!(
+        pg.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(keys::MANAGED_BY_LABEL))
+            .map(String::as_str),
+        Some(keys::MANAGED_BY_RAYGATE)
+    );
+}
+
+#[test]
+fn a_running_rayjob_follows_its_spec() {
+    let running = "status: {jobDeploymentStatus: Running}";
+    let pg = ours(5, JOB_GANG);
+    assert_plan!(
+        decide(
+            Owner::RayJob(&ray_job("", running)),
+            &observed(Some(&pg), None)
+        ),
+        Plan::InSync
+    );
+    let drifted = ours(3, &[("cpu", "1")]);
+    assert_plan!(
+        decide(
+            Owner::RayJob(&ray_job("", running)),
+            &observed(Some(&drifted), None)
+        ),
+        Plan::Resize {
+            name: "ray-demo-pg".into(),
+            min_member: 5,
+            min_resources: resources(JOB_GANG),
+        }
+    );
+}
+
+#[test]
+fn http_mode_counts_no_submitter_resources() {
+    let plan = decide(
+        Owner::RayJob(&ray_job("  submissionMode: HTTPMode", "")),
+        &observed(None, None),
+    );
+    let Plan::Create(pg) = plan else {
+        panic!("expected Create, got {plan:?}")
+    };
+    assert!(!sizing::pod_group_differs(&pg, 5, &resources(CLUSTER_GANG)));
+}
+
+#[test]
+fn suspension_and_deletion_zero_the_group_and_create_none() {
+    let pg = ours(5, JOB_GANG);
+    let zero = Plan::Resize {
+        name: "ray-demo-pg".into(),
+        min_member: 0,
+        min_resources: BTreeMap::new(),
+    };
+    for (spec, status) in [
+        ("  suspend: true", ""),
+        ("", "status: {jobDeploymentStatus: Suspending}"),
+        ("", "status: {jobDeploymentStatus: Suspended}"),
+    ] {
+        let job = ray_job(spec, status);
+        assert_plan!(
+            decide(Owner::RayJob(&job), &observed(Some(&pg), None)),
+            zero,
+            "{spec} {status}"
+        );
+        assert_plan!(
+            decide(Owner::RayJob(&job), &observed(None, None)),
+            Plan::InSync
+        );
+    }
+    let mut deleting = ray_job("", "status: {jobDeploymentStatus: Running}");
+    deleting.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
+    assert_plan!(
+        decide(Owner::RayJob(&deleting), &observed(Some(&pg), None)),
+        zero
+    );
+    // Already zero (Volcano dropped the empty fields): nothing to write.
+    let mut zeroed = ours(0, &[]);
+    zeroed.spec.min_member = None;
+    zeroed.spec.min_resources = None;
+    assert_plan!(
+        decide(Owner::RayJob(&deleting), &observed(Some(&zeroed), None)),
+        Plan::InSync
+    );
+}
+
+#[test]
+fn a_finished_rayjob_holds_only_its_live_cluster() {
+    let pg = ours(5, JOB_GANG);
+    let complete = ray_job("", "status: {jobDeploymentStatus: Complete}");
+    let cluster = live_cluster("");
+    assert_plan!(
+        decide(
+            Owner::RayJob(&complete),
+            &observed(Some(&pg), Some(&cluster))
+        ),
+        Plan::Resize {
+            name: "ray-demo-pg".into(),
+            min_member: 5,
+            min_resources: resources(CLUSTER_GANG),
+        }
+    );
+    for status in ["Complete", "Failed", "Retrying"] {
+        let job = ray_job("", &format!("status: {{jobDeploymentStatus: {status}}}"));
+        assert_plan!(
+            decide(Owner::RayJob(&job), &observed(Some(&pg), None)),
+            Plan::Resize {
+                name: "ray-demo-pg".into(),
+                min_member: 0,
+                min_resources: BTreeMap::new(),
+            },
+            "{status}"
+        );
+    }
+    let mut deleting = live_cluster("");
+    deleting.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
+    assert!(matches!(
+        decide(
+            Owner::RayJob(&complete),
+            &observed(Some(&pg), Some(&deleting))
+        ),
+        Plan::Resize { min_member: 0, .. }
+    ));
+}
+
+#[test]
+fn a_rayjob_on_an_existing_cluster_is_skipped_with_a_reason() {
+    let job = job(r#"
+apiVersion: ray.io/v1
+kind: RayJob
+metadata: {name: demo, namespace: ml}
+spec:
+  entrypoint: python x.py
+  clusterSelector: {ray.io/cluster: shared}
+"#);
+    let plan = decide(Owner::RayJob(&job), &observed(None, None));
+    let Plan::Skipped { message } = plan else {
+        panic!("expected Skipped, got {plan:?}")
+    };
+    assert!(message.contains("clusterSelector"), "{message}");
+}
+
+#[test]
+fn a_standalone_cluster_gets_its_own_group_zeroed_while_suspended() {
+    let plan = decide(Owner::RayCluster(&standalone("")), &observed(None, None));
+    let Plan::Create(pg) = plan else {
+        panic!("expected Create, got {plan:?}")
+    };
+    assert_plan!(pg.metadata.name.as_deref(), Some("ray-raycluster-pg"));
+    assert!(!sizing::pod_group_differs(&pg, 5, &resources(CLUSTER_GANG)));
+    let mut live = ours(5, CLUSTER_GANG);
+    live.metadata.name = Some("ray-raycluster-pg".into());
+    assert_plan!(
+        decide(
+            Owner::RayCluster(&standalone("    suspend: true")),
+            &observed(Some(&live), None)
+        ),
+        Plan::Resize {
+            name: "ray-raycluster-pg".into(),
+            min_member: 0,
+            min_resources: BTreeMap::new(),
+        }
+    );
+}
+
+#[test]
+fn a_rayjobs_cluster_has_no_group_of_its_own() {
+    let mut owned = standalone("");
+    owned.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "ray.io/v1".into(),
+            kind: "RayJob".into(),
+            name: "demo".into(),
+            uid: "u-1".into(),
+            controller: Some(true),
+            ..Default::default()
+        },
+    ]);
+    assert_eq!(cluster_ray_job(&owned), Some("demo"));
+    assert_plan!(
+        decide(Owner::RayCluster(&owned), &observed(None, None)),
+        Plan::InSync
+    );
+    let cluster = live_cluster(
+        "  labels: {ray.io/originated-from-crd: RayJob, ray.io/originated-from-cr-name: demo}",
+    );
+    assert_plan!(
+        decide(Owner::RayCluster(&cluster), &observed(None, None)),
+        Plan::InSync
+    );
+}
+
+fn managed(manager: &str, fields: serde_json::Value) -> ManagedFieldsEntry {
+    ManagedFieldsEntry {
+        manager: Some(manager.to_string()),
+        operation: Some("Update".to_string()),
+        fields_type: Some("FieldsV1".to_string()),
+        fields_v1: Some(FieldsV1(fields)),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn kuberays_own_volcano_adapter_is_detected_and_left_alone() {
+    let job = ray_job("", "status: {jobDeploymentStatus: Initializing}");
+    // A group under raygate's name that raygate did not create.
+    let mut foreign = ours(5, JOB_GANG);
+    foreign.metadata.labels = None;
+    let plan = decide(Owner::RayJob(&job), &observed(Some(&foreign), None));
+    assert!(
+        matches!(&plan, Plan::KubeRayGangScheduled { message } if message.contains("ray-demo-pg")),
+        "{plan:?}"
+    );
+    // raygate's group, re-sized by another manager.
+    let mut resized = ours(5, JOB_GANG);
+    resized.metadata.managed_fields = Some(vec![
+        managed(OWN, serde_json::json!({"f:spec": {"f:minMember": {}}})),
+        managed(
+            "vc-scheduler",
+            serde_json::json!({"f:status": {"f:phase": {}}}),
+        ),
+        managed(
+            "kuberay-operator",
+            serde_json::json!({"f:spec": {"f:minResources": {"f:cpu": {}}}}),
+        ),
+    ]);
+    let plan = decide(Owner::RayJob(&job), &observed(Some(&resized), None));
+    assert!(
+        matches!(&plan, Plan::KubeRayGangScheduled { message } if message.contains("\"kuberay-operator\"")),
+        "{plan:?}"
+    );
+    // Only raygate and Volcano's status writes: raygate's.
+    resized.metadata.managed_fields.as_mut().unwrap().pop();
+    assert_plan!(
+        decide(Owner::RayJob(&job), &observed(Some(&resized), None)),
+        Plan::InSync
+    );
+    // A RayJob cluster annotated for a group: KubeRay's K8sJobMode adapter.
+    let annotated = live_cluster("  annotations: {scheduling.k8s.io/group-name: ray-demo-pg}");
+    let plan = decide(
+        Owner::RayJob(&job),
+        &observed(Some(&resized), Some(&annotated)),
+    );
+    assert!(
+        matches!(plan, Plan::KubeRayGangScheduled { .. }),
+        "{plan:?}"
+    );
+}
