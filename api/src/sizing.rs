@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
 
@@ -236,6 +237,36 @@ pub fn ray_cluster_pod_group_of_size(
         });
     }
     pod_group(cluster.meta(), "RayCluster", gang)
+}
+
+/// Whether a live PodGroup already holds the wanted gang: the same `minMember` and the same
+/// resource names with equal quantities (`1000m` equals `1`), so that a reconciler resizes a
+/// PodGroup only on real drift.
+///
+/// Volcano writes PodGroups back with Go's `omitempty`: an absent `minMember` is 0 and an absent
+/// `minResources` is empty (otherwise a zeroed gang would read as drift on every reconcile). A
+/// quantity that does not parse on either side never matches, so the group is rewritten.
+pub fn pod_group_holds_gang(
+    live: &PodGroupSpec,
+    min_member: i32,
+    min_resources: &BTreeMap<String, Quantity>,
+) -> bool {
+    if live.min_member.unwrap_or(0) != min_member {
+        return false;
+    }
+    let parse = |map: &BTreeMap<String, Quantity>| -> Option<Resources> {
+        map.iter()
+            .map(|(name, q)| Some((name.clone(), ResourceQuantity::try_from(q).ok()?)))
+            .collect()
+    };
+    let empty = BTreeMap::new();
+    match (
+        parse(live.min_resources.as_ref().unwrap_or(&empty)),
+        parse(min_resources),
+    ) {
+        (Some(live), Some(wanted)) => live == wanted,
+        _ => false,
+    }
 }
 
 fn pod_group(owner: &ObjectMeta, kind: &str, gang: GangSize) -> Result<PodGroup, SizingError> {
@@ -569,6 +600,68 @@ initContainers:
         assert!(matches!(
             ray_cluster_pod_group(&cluster(&bad_tier)),
             Err(SizingError::TierLabel { .. })
+        ));
+    }
+
+    #[test]
+    fn a_live_pod_group_holds_the_gang_only_with_equal_member_count_and_quantities() {
+        let quantities = |pairs: &[(&str, &str)]| -> BTreeMap<String, Quantity> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+                .collect()
+        };
+        let live = |min_member: Option<i32>, min_resources: Option<&[(&str, &str)]>| PodGroupSpec {
+            min_member,
+            min_resources: min_resources.map(quantities),
+            ..PodGroupSpec::default()
+        };
+        let cpu = quantities(&[("cpu", "1")]);
+        // Quantities compare by value, not by spelling.
+        assert!(pod_group_holds_gang(
+            &live(Some(2), Some(&[("cpu", "1000m")])),
+            2,
+            &cpu
+        ));
+        assert!(!pod_group_holds_gang(
+            &live(Some(2), Some(&[("cpu", "1")])),
+            3,
+            &cpu
+        ));
+        assert!(!pod_group_holds_gang(
+            &live(Some(2), Some(&[("cpu", "2")])),
+            2,
+            &cpu
+        ));
+        assert!(!pod_group_holds_gang(
+            &live(Some(2), Some(&[("cpu", "1"), ("memory", "1Gi")])),
+            2,
+            &cpu
+        ));
+        // Volcano's omitempty: a zeroed gang comes back without minMember and minResources,
+        // which must not read as drift (or every reconcile would patch it again).
+        assert!(pod_group_holds_gang(&live(None, None), 0, &BTreeMap::new()));
+        assert!(!pod_group_holds_gang(&live(None, None), 0, &cpu));
+        assert!(pod_group_holds_gang(
+            &live(None, Some(&[("cpu", "1")])),
+            0,
+            &cpu
+        ));
+        assert!(!pod_group_holds_gang(
+            &live(None, Some(&[("cpu", "1")])),
+            1,
+            &cpu
+        ));
+        // A quantity that does not parse, on either side, never matches.
+        assert!(!pod_group_holds_gang(
+            &live(Some(1), Some(&[("cpu", "lots")])),
+            1,
+            &quantities(&[("cpu", "lots")])
+        ));
+        assert!(!pod_group_holds_gang(
+            &live(Some(1), Some(&[("cpu", "1")])),
+            1,
+            &quantities(&[("cpu", "x")])
         ));
     }
 }
