@@ -11,7 +11,9 @@
 //! would deadlock the gang (ray-project/kuberay#3972) — but its resources are in `minResources`
 //! so that the queue reserves room for it.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
 use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -98,37 +100,77 @@ fn worker_group_replicas(group: &WorkerGroupSpec, autoscaling: bool) -> i64 {
 /// Init containers and Pod overhead are ignored, as in KubeRay, so that a gang sized by raygate
 /// matches one sized by KubeRay for the same spec.
 pub fn pod_resources(spec: Option<&PodSpec>, field: &str) -> Result<Resources, SizingError> {
+    pod_resources_at(spec, &|| field.to_string())
+}
+
+/// [`pod_resources`] with the field path of the Pod spec built only for an error (a gang is
+/// sized for every checked object, and almost none has a bad quantity).
+fn pod_resources_at(
+    spec: Option<&PodSpec>,
+    field: &dyn Fn() -> String,
+) -> Result<Resources, SizingError> {
     let mut total = Resources::new();
     let Some(spec) = spec else {
         return Ok(total);
     };
+    let empty = BTreeMap::new();
     for (i, container) in spec.containers.iter().enumerate() {
         let Some(resources) = container.resources.as_ref() else {
             continue;
         };
-        let requests = resources.requests.as_ref();
-        let limits = resources.limits.as_ref();
-        let mut names: Vec<&String> = requests.into_iter().flat_map(|r| r.keys()).collect();
-        names.extend(limits.into_iter().flat_map(|l| l.keys()));
-        names.sort();
-        names.dedup();
-        for name in names {
-            let (kind, quantity) = match requests.and_then(|r| r.get(name)) {
-                Some(q) => ("requests", q),
-                None => match limits.and_then(|l| l.get(name)) {
-                    Some(q) => ("limits", q),
-                    None => continue,
-                },
+        // Both maps are sorted: walk them together, in name order, a request before a limit.
+        let mut requests = resources
+            .requests
+            .as_ref()
+            .unwrap_or(&empty)
+            .iter()
+            .peekable();
+        let mut limits = resources
+            .limits
+            .as_ref()
+            .unwrap_or(&empty)
+            .iter()
+            .peekable();
+        loop {
+            let take_request = match (requests.peek(), limits.peek()) {
+                (None, None) => break,
+                (Some((request, _)), Some((limit, _))) => request <= limit,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+            };
+            let (kind, entry) = if take_request {
+                let entry = requests.next();
+                if let Some((request, _)) = entry
+                    && limits.peek().is_some_and(|(limit, _)| *limit == request)
+                {
+                    limits.next();
+                }
+                ("requests", entry)
+            } else {
+                ("limits", limits.next())
+            };
+            let Some((name, quantity)) = entry else {
+                break;
             };
             let value =
                 ResourceQuantity::try_from(quantity).map_err(|source| SizingError::Quantity {
-                    field: format!("{field}.containers[{i}].resources.{kind}.{name}"),
+                    field: format!("{}.containers[{i}].resources.{kind}.{name}", field()),
                     source,
                 })?;
-            *total.entry(name.clone()).or_insert(ResourceQuantity::ZERO) += value;
+            add_quantity(&mut total, name, value);
         }
     }
     Ok(total)
+}
+
+/// Adds `value` to the total of `name`, allocating the name only for a new entry.
+fn add_quantity(total: &mut Resources, name: &str, value: ResourceQuantity) {
+    match total.get_mut(name) {
+        Some(sum) => *sum += value,
+        None => {
+            total.insert(name.to_string(), ResourceQuantity::ZERO + value);
+        }
+    }
 }
 
 fn add_into(total: &mut Resources, part: &Resources, times: i64) {
@@ -136,7 +178,7 @@ fn add_into(total: &mut Resources, part: &Resources, times: i64) {
         return;
     }
     for (name, quantity) in part {
-        *total.entry(name.clone()).or_insert(ResourceQuantity::ZERO) += quantity.times(times);
+        add_quantity(total, name, quantity.times(times));
     }
 }
 
@@ -144,17 +186,15 @@ fn add_into(total: &mut Resources, part: &Resources, times: i64) {
 pub fn cluster_gang(spec: &RayClusterSpec, field: &str) -> Result<GangSize, SizingError> {
     let autoscaling = spec.enable_in_tree_autoscaling == Some(true);
     let mut min_member: i64 = 1;
-    let mut min_resources = pod_resources(
-        spec.head_group_spec.template.spec.as_ref(),
-        &format!("{field}.headGroupSpec.template.spec"),
-    )?;
+    let mut min_resources = pod_resources_at(spec.head_group_spec.template.spec.as_ref(), &|| {
+        format!("{field}.headGroupSpec.template.spec")
+    })?;
     for (i, group) in spec.worker_group_specs.iter().flatten().enumerate() {
         let pods = worker_group_replicas(group, autoscaling);
         min_member = min_member.saturating_add(pods);
-        let per_pod = pod_resources(
-            group.template.spec.as_ref(),
-            &format!("{field}.workerGroupSpecs[{i}].template.spec"),
-        )?;
+        let per_pod = pod_resources_at(group.template.spec.as_ref(), &|| {
+            format!("{field}.workerGroupSpecs[{i}].template.spec")
+        })?;
         add_into(&mut min_resources, &per_pod, pods);
     }
     Ok(GangSize {
@@ -166,19 +206,22 @@ pub fn cluster_gang(spec: &RayClusterSpec, field: &str) -> Result<GangSize, Sizi
 /// Resources of the RayJob's submitter: its template in K8sJobMode, KubeRay's default
 /// container (500m CPU, 200Mi memory) in K8sJobMode without a template and in SidecarMode, and
 /// nothing in HTTPMode and InteractiveMode (no submitter Pod exists).
-pub fn submitter_resources(job: &RayJob) -> Result<Resources, SizingError> {
+/// KubeRay's default is shared, not copied.
+pub fn submitter_resources(job: &RayJob) -> Result<Cow<'static, Resources>, SizingError> {
     let mode = job.spec.submission_mode.as_deref().unwrap_or("K8sJobMode");
     match (mode, job.spec.submitter_pod_template.as_ref()) {
-        ("K8sJobMode", Some(PodTemplateSpec { spec, .. })) => {
-            pod_resources(spec.as_ref(), "spec.submitterPodTemplate.spec")
-        }
-        ("K8sJobMode" | "SidecarMode", _) => Ok(default_submitter_resources()),
-        _ => Ok(Resources::new()),
+        ("K8sJobMode", Some(PodTemplateSpec { spec, .. })) => Ok(Cow::Owned(pod_resources(
+            spec.as_ref(),
+            "spec.submitterPodTemplate.spec",
+        )?)),
+        ("K8sJobMode" | "SidecarMode", _) => Ok(Cow::Borrowed(&DEFAULT_SUBMITTER_RESOURCES)),
+        _ => Ok(Cow::Owned(Resources::new())),
     }
 }
 
-/// Requests of KubeRay's default submitter container.
-pub fn default_submitter_resources() -> Resources {
+/// Requests of KubeRay's default submitter container, parsed once: every K8sJobMode RayJob
+/// without a submitter template adds them to its gang.
+static DEFAULT_SUBMITTER_RESOURCES: LazyLock<Resources> = LazyLock::new(|| {
     [
         ("cpu", DEFAULT_SUBMITTER_CPU),
         ("memory", DEFAULT_SUBMITTER_MEMORY),
@@ -186,7 +229,7 @@ pub fn default_submitter_resources() -> Resources {
     .into_iter()
     .filter_map(|(name, value)| Some((name.to_string(), value.parse().ok()?)))
     .collect()
-}
+});
 
 /// The gang of a RayJob: its cluster, plus the submitter's resources (never its Pod count).
 pub fn ray_job_gang(job: &RayJob) -> Result<GangSize, SizingError> {
@@ -194,7 +237,8 @@ pub fn ray_job_gang(job: &RayJob) -> Result<GangSize, SizingError> {
         return Err(SizingError::ClusterSelector(object_key(job.meta())));
     };
     let mut gang = cluster_gang(spec, "spec.rayClusterSpec")?;
-    add_into(&mut gang.min_resources, &submitter_resources(job)?, 1);
+    let submitter = submitter_resources(job)?;
+    add_into(&mut gang.min_resources, &submitter, 1);
     Ok(gang)
 }
 
@@ -237,6 +281,36 @@ pub fn ray_cluster_pod_group_of_size(
         });
     }
     pod_group(cluster.meta(), "RayCluster", gang)
+}
+
+/// Whether a live PodGroup already holds the wanted gang: the same `minMember` and the same
+/// resource names with equal quantities (`1000m` equals `1`), so that a reconciler resizes a
+/// PodGroup only on real drift.
+///
+/// Volcano writes PodGroups back with Go's `omitempty`: an absent `minMember` is 0 and an absent
+/// `minResources` is empty (otherwise a zeroed gang would read as drift on every reconcile). A
+/// quantity that does not parse on either side never matches, so the group is rewritten.
+pub fn pod_group_holds_gang(
+    live: &PodGroupSpec,
+    min_member: i32,
+    min_resources: &BTreeMap<String, Quantity>,
+) -> bool {
+    if live.min_member.unwrap_or(0) != min_member {
+        return false;
+    }
+    let parse = |map: &BTreeMap<String, Quantity>| -> Option<Resources> {
+        map.iter()
+            .map(|(name, q)| Some((name.clone(), ResourceQuantity::try_from(q).ok()?)))
+            .collect()
+    };
+    let empty = BTreeMap::new();
+    match (
+        parse(live.min_resources.as_ref().unwrap_or(&empty)),
+        parse(min_resources),
+    ) {
+        (Some(live), Some(wanted)) => live == wanted,
+        _ => false,
+    }
 }
 
 fn pod_group(owner: &ObjectMeta, kind: &str, gang: GangSize) -> Result<PodGroup, SizingError> {
@@ -596,6 +670,68 @@ initContainers:
         assert!(matches!(
             ray_cluster_pod_group(&cluster(&bad_tier)),
             Err(SizingError::TierLabel { .. })
+        ));
+    }
+
+    #[test]
+    fn a_live_pod_group_holds_the_gang_only_with_equal_member_count_and_quantities() {
+        let quantities = |pairs: &[(&str, &str)]| -> BTreeMap<String, Quantity> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+                .collect()
+        };
+        let live = |min_member: Option<i32>, min_resources: Option<&[(&str, &str)]>| PodGroupSpec {
+            min_member,
+            min_resources: min_resources.map(quantities),
+            ..PodGroupSpec::default()
+        };
+        let cpu = quantities(&[("cpu", "1")]);
+        // Quantities compare by value, not by spelling.
+        assert!(pod_group_holds_gang(
+            &live(Some(2), Some(&[("cpu", "1000m")])),
+            2,
+            &cpu
+        ));
+        assert!(!pod_group_holds_gang(
+            &live(Some(2), Some(&[("cpu", "1")])),
+            3,
+            &cpu
+        ));
+        assert!(!pod_group_holds_gang(
+            &live(Some(2), Some(&[("cpu", "2")])),
+            2,
+            &cpu
+        ));
+        assert!(!pod_group_holds_gang(
+            &live(Some(2), Some(&[("cpu", "1"), ("memory", "1Gi")])),
+            2,
+            &cpu
+        ));
+        // Volcano's omitempty: a zeroed gang comes back without minMember and minResources,
+        // which must not read as drift (or every reconcile would patch it again).
+        assert!(pod_group_holds_gang(&live(None, None), 0, &BTreeMap::new()));
+        assert!(!pod_group_holds_gang(&live(None, None), 0, &cpu));
+        assert!(pod_group_holds_gang(
+            &live(None, Some(&[("cpu", "1")])),
+            0,
+            &cpu
+        ));
+        assert!(!pod_group_holds_gang(
+            &live(None, Some(&[("cpu", "1")])),
+            1,
+            &cpu
+        ));
+        // A quantity that does not parse, on either side, never matches.
+        assert!(!pod_group_holds_gang(
+            &live(Some(1), Some(&[("cpu", "lots")])),
+            1,
+            &quantities(&[("cpu", "lots")])
+        ));
+        assert!(!pod_group_holds_gang(
+            &live(Some(1), Some(&[("cpu", "1")])),
+            1,
+            &quantities(&[("cpu", "x")])
         ));
     }
 }

@@ -17,7 +17,6 @@ use super::build::{self, BuildOptions, PodRole};
 use super::status::{self, StatusInput, is_terminating, node_type, phase};
 use super::{HEAD_NODE_TYPE, WORKER_NODE_TYPE};
 use crate::onboarding::{self, GangMembership, Labels, RayPodRole};
-use crate::quantity::ResourceQuantity;
 use crate::ray::v1::{RayCluster, RayClusterStatus, WorkerGroupSpec};
 use crate::sizing::{self, SizingError};
 use crate::validation::{self, ValidationContext};
@@ -168,10 +167,7 @@ fn pod_group_actions(
             actions.push(Action::CreatePodGroup(Box::new(pg)));
         }
         Some(pg) => {
-            // Volcano writes PodGroups back with Go's omitempty: an absent minMember is 0.
-            if pg.spec.min_member.unwrap_or(0) != min_member
-                || !same_resources(pg.spec.min_resources.as_ref(), &min_resources)
-            {
+            if !sizing::pod_group_holds_gang(&pg.spec, min_member, &min_resources) {
                 actions.push(Action::ResizePodGroup {
                     name: wanted.metadata.name.clone().unwrap_or_default(),
                     min_member,
@@ -181,25 +177,6 @@ fn pod_group_actions(
         }
     }
     Ok(())
-}
-
-/// Same resource names with equal quantities (`1000m` equals `1`).
-fn same_resources(
-    current: Option<&BTreeMap<String, Quantity>>,
-    wanted: &BTreeMap<String, Quantity>,
-) -> bool {
-    // An absent minResources (Go's omitempty drops an empty map) is an empty one.
-    let empty = BTreeMap::new();
-    let current = current.unwrap_or(&empty);
-    let parse = |m: &BTreeMap<String, Quantity>| -> Option<BTreeMap<String, ResourceQuantity>> {
-        m.iter()
-            .map(|(k, q)| Some((k.clone(), ResourceQuantity::try_from(q).ok()?)))
-            .collect()
-    };
-    match (parse(current), parse(wanted)) {
-        (Some(a), Some(b)) => a == b,
-        _ => false,
-    }
 }
 
 fn is_unhealthy(pod: &Pod) -> bool {

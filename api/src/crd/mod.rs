@@ -93,8 +93,7 @@ pub fn apply_defaults(
             found: structural::json_type(obj),
         });
     }
-    structural::prune_nulls(obj, root);
-    structural::default(obj, root);
+    structural::prune_nulls_and_default(obj, root);
     Ok(())
 }
 

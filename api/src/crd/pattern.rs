@@ -12,14 +12,43 @@ pub const CONDITION_REASON_PATTERN: &str = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9
 /// The pattern of `metav1.Condition.type`.
 pub const CONDITION_TYPE_PATTERN: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$";
 
-/// Whether `text` matches `pattern`, for the patterns raygate knows; `None` for any other.
-pub(crate) fn matches(pattern: &str, text: &str) -> Option<bool> {
-    match pattern {
-        QUANTITY_PATTERN => Some(is_quantity(text)),
-        CONDITION_REASON_PATTERN => Some(is_condition_reason(text)),
-        CONDITION_TYPE_PATTERN => Some(is_condition_type(text)),
-        _ => None,
+/// A pattern raygate knows how to match, recognised once when the schema is compiled (the
+/// pattern text is long, and every quantity of every checked object is matched).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KnownPattern {
+    /// [`QUANTITY_PATTERN`].
+    Quantity,
+    /// [`CONDITION_REASON_PATTERN`].
+    ConditionReason,
+    /// [`CONDITION_TYPE_PATTERN`].
+    ConditionType,
+}
+
+impl KnownPattern {
+    /// The known pattern written as `pattern`, if any.
+    pub(crate) fn of(pattern: &str) -> Option<Self> {
+        match pattern {
+            QUANTITY_PATTERN => Some(Self::Quantity),
+            CONDITION_REASON_PATTERN => Some(Self::ConditionReason),
+            CONDITION_TYPE_PATTERN => Some(Self::ConditionType),
+            _ => None,
+        }
     }
+
+    /// Whether `text` matches the pattern.
+    pub(crate) fn matches(self, text: &str) -> bool {
+        match self {
+            Self::Quantity => is_quantity(text),
+            Self::ConditionReason => is_condition_reason(text),
+            Self::ConditionType => is_condition_type(text),
+        }
+    }
+}
+
+/// Whether `text` matches `pattern`, for the patterns raygate knows; `None` for any other.
+#[cfg(test)]
+pub(crate) fn matches(pattern: &str, text: &str) -> Option<bool> {
+    KnownPattern::of(pattern).map(|known| known.matches(text))
 }
 
 /// `^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::CrdError;
 use super::generate::CRDS;
+use super::pattern::KnownPattern;
 
 /// The JSON type a schema node accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +88,8 @@ pub(crate) struct Node {
     pub(crate) min_length: Option<i64>,
     pub(crate) max_length: Option<i64>,
     pub(crate) pattern: Option<String>,
+    /// `pattern`, when raygate knows how to match it (the generated CRDs declare no other).
+    pub(crate) known_pattern: Option<KnownPattern>,
     pub(crate) rules: Vec<Rule>,
     /// Whether this node or anything below it declares a default.
     pub(crate) has_defaults: bool,
@@ -145,6 +148,7 @@ impl Node {
             min_length: s.min_length,
             max_length: s.max_length,
             pattern: s.pattern.clone(),
+            known_pattern: s.pattern.as_deref().and_then(KnownPattern::of),
             rules: s
                 .x_kubernetes_validations
                 .iter()

@@ -101,6 +101,67 @@ pub(crate) fn default(value: &mut Value, schema: &Node) {
     }
 }
 
+/// [`prune_nulls`] followed by [`default`], in one walk of the object instead of two: each
+/// member the user wrote is pruned and then defaulted; a value filled in from a default is only
+/// defaulted, exactly as in the two separate walks (pruning never sees defaults).
+pub(crate) fn prune_nulls_and_default(value: &mut Value, schema: &Node) {
+    if !schema.has_defaults {
+        prune_nulls(value, schema);
+        return;
+    }
+    match value {
+        Value::Object(map) => {
+            if map.values().any(Value::is_null) {
+                map.retain(|key, child| match schema.member(key) {
+                    Some(s) => !(child.is_null() && !s.nullable && s.default.is_none()),
+                    None => true,
+                });
+            }
+            for (key, child) in map.iter_mut() {
+                if let Some(s) = schema.properties.get(key) {
+                    prune_nulls_and_default(child, s);
+                } else if let Some(s) = schema.additional.as_deref() {
+                    fill_or_walk(child, s);
+                }
+            }
+            for (key, default_value) in &schema.defaulted {
+                let Some(s) = schema.properties.get(key) else {
+                    continue;
+                };
+                let fill = map
+                    .get(key)
+                    .is_none_or(|current| non_nullable_null(current, s));
+                if fill {
+                    let mut filled = default_value.clone();
+                    default(&mut filled, s);
+                    map.insert(key.clone(), filled);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(s) = schema.items.as_deref() {
+                for item in items {
+                    fill_or_walk(item, s);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// An array item or `additionalProperties` value: a non-nullable `null` becomes the schema's
+/// default (then defaulted), anything else is pruned and defaulted.
+fn fill_or_walk(value: &mut Value, schema: &Node) {
+    if non_nullable_null(value, schema)
+        && let Some(d) = &schema.default
+    {
+        *value = d.clone();
+        default(value, schema);
+    } else {
+        prune_nulls_and_default(value, schema);
+    }
+}
+
 /// Appends `key` to a dotted field path.
 pub(crate) fn child_path(path: &str, key: &str) -> String {
     if path.is_empty() {

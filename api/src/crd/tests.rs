@@ -1321,6 +1321,67 @@ proptest! {
     }
 }
 
+/// The one-walk defaulting against its definition: null pruning over the whole object, then
+/// defaulting over the whole object.
+fn assert_one_walk_defaulting_matches_two_walks(obj: &Value) -> Result<(), TestCaseError> {
+    for (v, k) in [
+        ("ray.io/v1", "RayJob"),
+        ("ray.io/v1", "RayCluster"),
+        ("ray.io/v1alpha1", "RayJob"),
+        ("ray.io/v1alpha1", "RayCluster"),
+    ] {
+        let root = schema::lookup(v, k).expect("served");
+        let mut two_walks = obj.clone();
+        structural::prune_nulls(&mut two_walks, root);
+        structural::default(&mut two_walks, root);
+        let mut one_walk = obj.clone();
+        structural::prune_nulls_and_default(&mut one_walk, root);
+        prop_assert_eq!(&one_walk, &two_walks, "{} {}", v, k);
+    }
+    Ok(())
+}
+
+/// A RayJob with nulls, or arbitrary JSON, where the schema declares defaults and nullability.
+fn rayjob_with(values: Vec<Value>) -> Value {
+    // Deeper paths first: a later value may replace their parent with a non-object.
+    const PATHS: [&str; 10] = [
+        "/spec/submissionMode",
+        "/spec/backoffLimit",
+        "/spec/rayClusterSpec/workerGroupSpecs/0/numOfHosts",
+        "/spec/rayClusterSpec/workerGroupSpecs/0/minReplicas",
+        "/spec/rayClusterSpec/headGroupSpec/template/spec/containers/0/ports/0/protocol",
+        "/spec/rayClusterSpec/headGroupSpec/template/spec/containers/0/ports/1",
+        "/spec/rayClusterSpec/headGroupSpec/template/spec/volumes",
+        "/spec/rayClusterSpec/headGroupSpec/rayStartParams",
+        "/spec/rayClusterSpec/workerGroupSpecs/0/template",
+        "/status",
+    ];
+    let mut obj = rayjob();
+    for (path, value) in PATHS.iter().zip(values) {
+        set(&mut obj, path, value);
+    }
+    obj
+}
+
+proptest! {
+    #[test]
+    fn one_walk_defaulting_matches_two_walks_on_arbitrary_json(obj in arb_json()) {
+        assert_one_walk_defaulting_matches_two_walks(&obj)?;
+    }
+
+    #[test]
+    fn one_walk_defaulting_matches_two_walks_on_mutated_rayjobs(
+        values in prop::collection::vec(prop_oneof![
+            3 => Just(Value::Null),
+            1 => Just(json!([null, {"containerPort": 1, "protocol": null}, {"name": null}])),
+            1 => Just(json!({"name": null, "emptyDir": null, "hostPath": {"path": "/x", "type": null}})),
+            2 => arb_json(),
+        ], 10),
+    ) {
+        assert_one_walk_defaulting_matches_two_walks(&rayjob_with(values))?;
+    }
+}
+
 // ------------------------------------------------ constraints the ray.io CRDs do not use (yet)
 
 fn synthetic() -> Node {

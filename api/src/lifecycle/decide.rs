@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
@@ -18,7 +17,6 @@ use super::{
 };
 use crate::features::Feature;
 use crate::keys;
-use crate::quantity::ResourceQuantity;
 use crate::ray::v1::{
     DeletionPolicyType, RayCluster, RayClusterStatus, RayJobStatus, RayJobStatusInfo,
 };
@@ -976,7 +974,7 @@ impl<'s, 'a> Pass<'s, 'a> {
             Some(live) => {
                 let min_member = pod_group.spec.min_member.unwrap_or(0);
                 let min_resources = pod_group.spec.min_resources.unwrap_or_default();
-                if gang_differs(live, min_member, &min_resources) {
+                if !sizing::pod_group_holds_gang(&live.spec, min_member, &min_resources) {
                     self.actions.push(Action::ResizePodGroup {
                         name: live.metadata.name.clone().unwrap_or_default(),
                         min_member,
@@ -1022,7 +1020,7 @@ impl<'s, 'a> Pass<'s, 'a> {
             ),
             None => (0, BTreeMap::new()),
         };
-        if gang_differs(live, min_member, &min_resources) {
+        if !sizing::pod_group_holds_gang(&live.spec, min_member, &min_resources) {
             let name = live.metadata.name.clone().unwrap_or_default();
             self.actions.push(Action::ResizePodGroup {
                 name: name.clone(),
@@ -1114,29 +1112,5 @@ fn impact(policy: DeletionPolicyType) -> u8 {
         DeletionPolicyType::DeleteCluster => 3,
         DeletionPolicyType::DeleteWorkers => 2,
         DeletionPolicyType::DeleteNone => 1,
-    }
-}
-
-/// Whether the live PodGroup's `minMember` / `minResources` differ from the wanted ones
-/// (quantities compared by value, so `1000m` equals `1`).
-fn gang_differs(
-    live: &crate::volcano::PodGroup,
-    min_member: i32,
-    min_resources: &BTreeMap<String, Quantity>,
-) -> bool {
-    if live.spec.min_member.unwrap_or(0) != min_member {
-        return true;
-    }
-    let parse = |map: &BTreeMap<String, Quantity>| -> Option<BTreeMap<String, ResourceQuantity>> {
-        map.iter()
-            .map(|(k, v)| Some((k.clone(), ResourceQuantity::try_from(v).ok()?)))
-            .collect()
-    };
-    // Volcano writes PodGroups back with Go's omitempty: an absent minResources is empty.
-    let empty = BTreeMap::new();
-    let live = live.spec.min_resources.as_ref().unwrap_or(&empty);
-    match (parse(live), parse(min_resources)) {
-        (Some(a), Some(b)) => a != b,
-        _ => true,
     }
 }

@@ -506,14 +506,3 @@ fn children_are_created_in_the_cluster_namespace() {
         Some(Some("team".to_string()))
     );
 }
-
-#[test]
-fn an_absent_min_resources_is_the_same_as_an_empty_one() {
-    // Volcano writes PodGroups back with Go's omitempty: a zeroed gang comes back without
-    // minResources, which must not count as drift (or every reconcile would patch it again).
-    assert!(same_resources(None, &BTreeMap::new()));
-    let cpu = BTreeMap::from([("cpu".to_string(), Quantity("1".into()))]);
-    assert!(!same_resources(None, &cpu));
-    let millis = BTreeMap::from([("cpu".to_string(), Quantity("1000m".into()))]);
-    assert!(same_resources(Some(&millis), &cpu));
-}
