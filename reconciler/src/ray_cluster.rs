@@ -13,7 +13,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation};
@@ -22,7 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::{Action, Config as ControllerConfig};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Resource, ResourceExt};
 use raygate_api::cluster::status as cluster_status;
@@ -70,61 +69,30 @@ pub fn controller() -> crate::Controller {
 
 fn run(ctx: Arc<Context>) -> BoxFuture<'static, ()> {
     Box::pin(async move {
-        let scopes = ctx.config.scopes();
-        let controllers = scopes
-            .into_iter()
-            .map(|namespace| run_in(ctx.clone(), namespace));
-        futures::future::join_all(controllers).await;
-    })
-}
-
-fn scoped<K>(ctx: &Context, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-    <K as Resource>::DynamicType: Default,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
-    }
-}
-
-async fn run_in(ctx: Arc<Context>, namespace: Option<String>) {
-    let ns = namespace.as_deref();
-    let pods = watcher::Config::default().labels(keys::RAY_CLUSTER_LABEL);
-    let services = watcher::Config::default().labels(keys::RAY_CLUSTER_LABEL);
-    let recorder = Arc::new(Recorder::new(
-        ctx.client.clone(),
-        Reporter {
-            controller: crate::MANAGER_NAME.to_string(),
-            instance: ctx
-                .config
-                .leader_election
-                .as_ref()
-                .map(|l| l.identity.clone()),
-        },
-    ));
-    Controller::new(scoped::<RayCluster>(&ctx, ns), watcher::Config::default())
-        .owns(scoped::<Pod>(&ctx, ns), pods)
-        .owns(scoped::<Service>(&ctx, ns), services)
-        .owns(scoped::<PodGroup>(&ctx, ns), watcher::Config::default())
-        .with_config(ControllerConfig::default().concurrency(ctx.config.concurrency))
-        .graceful_shutdown_on(ctx.shutdown.clone().wait())
-        .run(
-            reconcile,
-            error_policy,
-            Arc::new(Shared {
-                ctx: ctx.clone(),
-                recorder,
-            }),
-        )
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "raycluster controller event");
-            }
+        let shared = Arc::new(Shared {
+            ctx: ctx.clone(),
+            recorder: Arc::new(crate::event_recorder(&ctx)),
+        });
+        crate::run_in_scopes(&ctx, NAME, |namespace| {
+            let ns = namespace.as_deref();
+            let client = &ctx.client;
+            let labelled = || watcher::Config::default().labels(keys::RAY_CLUSTER_LABEL);
+            Controller::new(
+                crate::scoped_api::<RayCluster>(client, ns),
+                watcher::Config::default(),
+            )
+            .owns(crate::scoped_api::<Pod>(client, ns), labelled())
+            .owns(crate::scoped_api::<Service>(client, ns), labelled())
+            .owns(
+                crate::scoped_api::<PodGroup>(client, ns),
+                watcher::Config::default(),
+            )
+            .with_config(ControllerConfig::default().concurrency(ctx.config.concurrency))
+            .graceful_shutdown_on(ctx.shutdown.clone().wait())
+            .run(reconcile, error_policy, shared.clone())
         })
         .await;
-    tracing::info!(controller = NAME, namespace = ?namespace, "controller stopped");
+    })
 }
 
 /// What each reconcile gets.

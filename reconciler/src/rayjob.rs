@@ -10,14 +10,13 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::runtime::controller::{self, Action as Requeue, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
 use raygate_api::finding::Finding;
@@ -127,66 +126,37 @@ fn run_all(ctx: Arc<Context>) -> BoxFuture<'static, ()> {
             None => AddressResolver::ClusterDns,
         };
         let shared = Arc::new(Shared {
-            recorder: Recorder::new(
-                ctx.client.clone(),
-                Reporter {
-                    controller: crate::MANAGER_NAME.to_string(),
-                    instance: ctx
-                        .config
-                        .leader_election
-                        .as_ref()
-                        .map(|l| l.identity.clone()),
-                },
-            ),
+            recorder: crate::event_recorder(&ctx),
             dashboard: Dashboard::new(resolver, DASHBOARD_TIMEOUT, None),
             lifecycle,
             ctx: ctx.clone(),
         });
-        let running = ctx
-            .config
-            .scopes()
-            .into_iter()
-            .map(|namespace| run_in(shared.clone(), namespace));
-        futures::future::join_all(running).await;
-    })
-}
-
-fn scoped<K>(ctx: &Context, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-    <K as Resource>::DynamicType: Default,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
-    }
-}
-
-/// Runs the controller for one namespace (`None`: all) until the context's shutdown fires.
-async fn run_in(shared: Arc<Shared>, namespace: Option<String>) {
-    let ctx = shared.ctx.clone();
-    let ns = namespace.as_deref();
-    let ours = format!("{}=RayJob", keys::ORIGINATED_FROM_CRD_LABEL);
-    Controller::new(scoped::<RayJob>(&ctx, ns), watcher::Config::default())
-        .owns(
-            scoped::<RayCluster>(&ctx, ns),
-            watcher::Config::default().labels(&ours),
-        )
-        .owns(
-            scoped::<Job>(&ctx, ns),
-            watcher::Config::default().labels(&ours),
-        )
-        .owns(scoped::<PodGroup>(&ctx, ns), watcher::Config::default())
-        .with_config(controller::Config::default().concurrency(ctx.config.concurrency))
-        .graceful_shutdown_on(ctx.shutdown.clone().wait())
-        .run(reconcile, error_policy, shared)
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                debug!(%error, "rayjob controller event");
-            }
+        let ours = format!("{}=RayJob", keys::ORIGINATED_FROM_CRD_LABEL);
+        crate::run_in_scopes(&ctx, NAME, |namespace| {
+            let ns = namespace.as_deref();
+            let client = &ctx.client;
+            Controller::new(
+                crate::scoped_api::<RayJob>(client, ns),
+                watcher::Config::default(),
+            )
+            .owns(
+                crate::scoped_api::<RayCluster>(client, ns),
+                watcher::Config::default().labels(&ours),
+            )
+            .owns(
+                crate::scoped_api::<Job>(client, ns),
+                watcher::Config::default().labels(&ours),
+            )
+            .owns(
+                crate::scoped_api::<PodGroup>(client, ns),
+                watcher::Config::default(),
+            )
+            .with_config(controller::Config::default().concurrency(ctx.config.concurrency))
+            .graceful_shutdown_on(ctx.shutdown.clone().wait())
+            .run(reconcile, error_policy, shared.clone())
         })
         .await;
-    info!(controller = NAME, namespace = ?namespace, "controller stopped");
+    })
 }
 
 fn error_policy(job: Arc<RayJob>, error: &ReconcileError, _: Arc<Shared>) -> Requeue {
@@ -404,16 +374,9 @@ impl Pass<'_> {
                 info!("finalizer removed");
             }
             Action::CreatePodGroup(pod_group) => {
-                let name = pod_group.name_any();
-                ignore(
-                    self.api::<PodGroup>()
-                        .create(&PostParams::default(), &pod_group)
-                        .await
-                        .map(drop),
-                    409,
-                )
-                .map_err(kube_err(format!("create PodGroup {name}")))?;
-                info!(pod_group = %name, "PodGroup created");
+                let what = format!("PodGroup {}", pod_group.name_any());
+                self.create_once(self.api(), &*pod_group, &what, None)
+                    .await?;
             }
             Action::ResizePodGroup {
                 name,
@@ -438,24 +401,14 @@ impl Pass<'_> {
             }
             Action::CreateRayCluster(cluster) => {
                 self.ensure_fresh(fresh).await?;
-                let name = cluster.name_any();
-                let created = ignore(
-                    self.api::<RayCluster>()
-                        .create(&PostParams::default(), &cluster)
-                        .await
-                        .map(drop),
-                    409,
-                );
-                if let Err(e) = &created {
-                    self.event(
-                        true,
-                        "FailedToCreateRayCluster",
-                        format!("Failed to create RayCluster {name}: {e}"),
-                    )
-                    .await;
-                }
-                created.map_err(kube_err(format!("create RayCluster {name}")))?;
-                info!(cluster = %name, "RayCluster created");
+                let what = format!("RayCluster {}", cluster.name_any());
+                self.create_once(
+                    self.api(),
+                    &*cluster,
+                    &what,
+                    Some("FailedToCreateRayCluster"),
+                )
+                .await?;
             }
             Action::DeleteRayCluster { name } => {
                 let params = DeleteParams {
@@ -490,24 +443,14 @@ impl Pass<'_> {
             }
             Action::CreateSubmitterJob(submitter) => {
                 self.ensure_fresh(fresh).await?;
-                let name = submitter.name_any();
-                let created = ignore(
-                    self.api::<Job>()
-                        .create(&PostParams::default(), &submitter)
-                        .await
-                        .map(drop),
-                    409,
-                );
-                if let Err(e) = &created {
-                    self.event(
-                        true,
-                        "FailedToCreateRayJobSubmitter",
-                        format!("Failed to create submitter Job {name}: {e}"),
-                    )
-                    .await;
-                }
-                created.map_err(kube_err(format!("create Job {name}")))?;
-                info!(submitter = %name, "submitter Job created");
+                let what = format!("submitter Job {}", submitter.name_any());
+                self.create_once(
+                    self.api(),
+                    &*submitter,
+                    &what,
+                    Some("FailedToCreateRayJobSubmitter"),
+                )
+                .await?;
             }
             Action::DeleteSubmitterJob { name } => {
                 let params = DeleteParams {
@@ -579,6 +522,32 @@ impl Pass<'_> {
             }
             Action::Event(note) => self.event(note.warning, &note.reason, note.message).await,
         }
+        Ok(())
+    }
+
+    /// Creates `object` unless it exists already (AlreadyExists is success: every object is
+    /// named by the identity in status, so an existing one is this attempt's own). A failure is
+    /// recorded as a Warning Event with `failure_reason` when given, and returned.
+    async fn create_once<K>(
+        &self,
+        api: Api<K>,
+        object: &K,
+        what: &str,
+        failure_reason: Option<&str>,
+    ) -> Result<(), ReconcileError>
+    where
+        K: Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+    {
+        let created = ignore(
+            api.create(&PostParams::default(), object).await.map(drop),
+            409,
+        );
+        if let (Err(e), Some(reason)) = (&created, failure_reason) {
+            self.event(true, reason, format!("Failed to create {what}: {e}"))
+                .await;
+        }
+        created.map_err(kube_err(format!("create {what}")))?;
+        info!("{what} created");
         Ok(())
     }
 
