@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::runtime::controller::{self, Action as Requeue, Controller};
@@ -23,7 +23,7 @@ use raygate_api::finding::Finding;
 use raygate_api::keys;
 use raygate_api::lifecycle::{
     Action, FreshSuffixes, LifecycleConfig, RayJobObservation, Snapshot, SubmissionMode,
-    dashboard_query, decide, status_patch,
+    dashboard_query, decide, job_head_service_name, job_head_service_query, status_patch,
 };
 use raygate_api::ray::v1::{RayCluster, RayJob};
 use raygate_api::validation::validate_ray_job;
@@ -118,6 +118,7 @@ fn run_all(ctx: Arc<Context>) -> BoxFuture<'static, ()> {
     Box::pin(async move {
         let lifecycle = LifecycleConfig {
             cluster_domain: ctx.config.build.cluster_domain.clone(),
+            head_cluster_ip: ctx.config.build.head_cluster_ip,
             gates: ctx.config.validation.gates.clone(),
             ..LifecycleConfig::default()
         };
@@ -285,6 +286,15 @@ impl Pass<'_> {
         } else {
             None
         };
+        let job_head_service = if job_head_service_query(job) {
+            let name = job_head_service_name(job);
+            self.api::<Service>()
+                .get_opt(&name)
+                .await
+                .map_err(kube_err(format!("get Service {name}")))?
+        } else {
+            None
+        };
         let ray_job = match dashboard_query(job) {
             None => RayJobObservation::NotQueried,
             Some((url, id)) => match self.shared.dashboard.job(&url, &id).await {
@@ -305,6 +315,7 @@ impl Pass<'_> {
             submitter: submitter.as_ref(),
             head_pod: head_pod.as_ref(),
             pod_group: pod_group.as_ref(),
+            job_head_service: job_head_service.as_ref(),
             ray_job,
             fresh: FreshSuffixes::from_entropy(entropy()),
         };
@@ -409,6 +420,20 @@ impl Pass<'_> {
                     Some("FailedToCreateRayCluster"),
                 )
                 .await?;
+            }
+            Action::CreateService(service) => {
+                let what = format!("Service {}", service.name_any());
+                self.create_once(self.api(), &*service, &what, Some("FailedToCreateService"))
+                    .await?;
+            }
+            Action::PatchService { name, patch } => {
+                self.api::<Service>()
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(kube_err(format!(
+                        "point Service {name} at the current cluster"
+                    )))?;
+                info!(service = %name, "Service points at the current cluster");
             }
             Action::DeleteRayCluster { name } => {
                 let params = DeleteParams {
