@@ -14,6 +14,7 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::jiff::Timestamp;
+use kube::api::{ApiResource, DynamicObject};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::runtime::controller::{self, Action as Requeue, Controller};
 use kube::runtime::events::{Event, EventType, Recorder};
@@ -23,12 +24,13 @@ use raygate_api::finding::Finding;
 use raygate_api::keys;
 use raygate_api::lifecycle::{
     Action, FreshSuffixes, LifecycleConfig, RayJobObservation, Snapshot, SubmissionMode,
-    dashboard_query, decide, job_head_service_name, job_head_service_query, status_patch,
+    dashboard_query, decide, job_head_service_name, job_head_service_query, ray_cluster_object,
+    status_patch, submitter_job_object,
 };
 use raygate_api::ray::v1::{RayCluster, RayJob};
 use raygate_api::validation::validate_ray_job;
 use raygate_api::volcano::PodGroup;
-use serde_json::json;
+use serde_json::{Value, json};
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::context::{Context, NamespaceScope};
@@ -65,6 +67,14 @@ pub enum ReconcileError {
     /// The object has no namespace or name.
     #[error("RayJob without namespace or name")]
     Unnamed,
+    /// A built object is not a Kubernetes object (a builder bug).
+    #[error("{what}: the built object is not valid: {reason}")]
+    Build {
+        /// The object.
+        what: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl ReconcileError {
@@ -320,7 +330,7 @@ impl Pass<'_> {
             fresh: FreshSuffixes::from_entropy(entropy()),
         };
         let decision = decide(&snapshot);
-        let mut fresh = false;
+        let mut fresh = None;
         for action in decision.actions {
             self.execute(action, &mut fresh).await?;
         }
@@ -330,26 +340,45 @@ impl Pass<'_> {
         })
     }
 
-    /// Reads the RayJob again before the first create of the pass: acting on a stale copy
-    /// could create a cluster or submission for an identity that is no longer current.
-    async fn ensure_fresh(&self, fresh: &mut bool) -> Result<(), ReconcileError> {
-        if *fresh {
-            return Ok(());
-        }
-        let current = self
-            .api::<RayJob>()
+    /// Reads the RayJob again, as stored, before the first create of the pass: acting on a
+    /// stale copy could create a cluster or submission for an identity that is no longer
+    /// current, and the stored JSON carries the fields raygate's types do not know, which the
+    /// RayCluster and submitter copy from it.
+    async fn ensure_fresh<'f>(
+        &self,
+        fresh: &'f mut Option<Value>,
+    ) -> Result<&'f Value, ReconcileError> {
+        if fresh.is_none() {
+            let current = Api::<DynamicObject>::namespaced_with(
+                self.shared.ctx.client.clone(),
+                self.namespace,
+                &ApiResource::erase::<RayJob>(&()),
+            )
             .get(self.name)
             .await
             .map_err(kube_err("get the RayJob"))?;
-        let now = current.resource_version().unwrap_or_default();
-        if now != self.resource_version {
-            return Err(ReconcileError::Stale {
-                seen: self.resource_version.clone(),
-                now,
-            });
+            let now = current.resource_version().unwrap_or_default();
+            if now != self.resource_version {
+                return Err(ReconcileError::Stale {
+                    seen: self.resource_version.clone(),
+                    now,
+                });
+            }
+            *fresh = Some(serde_json::to_value(&current).unwrap_or_default());
         }
-        *fresh = true;
-        Ok(())
+        Ok(fresh.get_or_insert_default())
+    }
+
+    /// An `Api` over objects of kind `K` as raw JSON, in the RayJob's namespace.
+    fn raw_api<K>(&self) -> Api<DynamicObject>
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        Api::namespaced_with(
+            self.shared.ctx.client.clone(),
+            self.namespace,
+            &ApiResource::erase::<K>(&()),
+        )
     }
 
     async fn set_finalizers(&mut self, finalizers: Vec<String>) -> Result<(), ReconcileError> {
@@ -366,7 +395,11 @@ impl Pass<'_> {
         Ok(())
     }
 
-    async fn execute(&mut self, action: Action, fresh: &mut bool) -> Result<(), ReconcileError> {
+    async fn execute(
+        &mut self,
+        action: Action,
+        fresh: &mut Option<Value>,
+    ) -> Result<(), ReconcileError> {
         let job = self.job;
         match action {
             Action::AddFinalizer => {
@@ -411,11 +444,12 @@ impl Pass<'_> {
                 info!(pod_group = %name, min_member, "PodGroup resized");
             }
             Action::CreateRayCluster(cluster) => {
-                self.ensure_fresh(fresh).await?;
+                let raw = self.ensure_fresh(fresh).await?;
                 let what = format!("RayCluster {}", cluster.name_any());
+                let object = dynamic(ray_cluster_object(raw, job, &cluster), &what)?;
                 self.create_once(
-                    self.api(),
-                    &*cluster,
+                    self.raw_api::<RayCluster>(),
+                    &object,
                     &what,
                     Some("FailedToCreateRayCluster"),
                 )
@@ -467,11 +501,12 @@ impl Pass<'_> {
                 .map_err(kube_err(format!("suspend the worker groups of {name}")))?;
             }
             Action::CreateSubmitterJob(submitter) => {
-                self.ensure_fresh(fresh).await?;
+                let raw = self.ensure_fresh(fresh).await?;
                 let what = format!("submitter Job {}", submitter.name_any());
+                let object = dynamic(submitter_job_object(raw, job, &submitter), &what)?;
                 self.create_once(
-                    self.api(),
-                    &*submitter,
+                    self.raw_api::<Job>(),
+                    &object,
                     &what,
                     Some("FailedToCreateRayJobSubmitter"),
                 )
@@ -597,6 +632,14 @@ impl Pass<'_> {
             warn!(%error, reason, "could not record an Event");
         }
     }
+}
+
+/// A built object as the `DynamicObject` to create.
+fn dynamic(object: Value, what: &str) -> Result<DynamicObject, ReconcileError> {
+    serde_json::from_value(object).map_err(|e| ReconcileError::Build {
+        what: what.to_string(),
+        reason: e.to_string(),
+    })
 }
 
 /// Treats the HTTP status `code` (409 on create, 404 on delete) as success.
