@@ -3,6 +3,7 @@
 //! Only wiring lives here: every decision is made by `raygate_api`, the same functions the
 //! webhook and the reconciler call.
 
+mod follow;
 mod logging;
 mod reconcile;
 mod run;
@@ -142,6 +143,15 @@ enum Command {
         #[command(flatten)]
         log: logging::LogArgs,
     },
+    /// Follow a RayJob to its end: print each state transition, its Volcano PodGroup and,
+    /// once it is over, the Ray job's output.
+    ///
+    /// Exit codes: 0 Complete with jobStatus SUCCEEDED, 1 any other end, 2 on an error or
+    /// timeout.
+    Follow {
+        #[command(flatten)]
+        args: follow::Args,
+    },
     /// Print raygate's version and the upstream versions it is compatible with.
     Version,
 }
@@ -240,6 +250,7 @@ fn run(cli: Cli) -> Result<u8> {
             run::run(*args, log)?;
             Ok(EXIT_VALID)
         }
+        Command::Follow { args } => follow::run(args),
         Command::Version => {
             println!(
                 "raygate {} (ray.io/v1 compatible with KubeRay v1.7, Volcano scheduling.volcano.sh/v1beta1)",

@@ -5,12 +5,14 @@
 //! up; the reconciler's own crate does the rest.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use raygate_api::cluster::{BuildOptions, DEFAULT_CLUSTER_DOMAIN};
 use raygate_api::features::FeatureGates;
 use raygate_api::keys;
 use raygate_api::validation::{ReconcilerKind, ValidationContext};
+use raygate_certs::config::parse_duration;
 use raygate_reconciler::{Config, LeaderElection};
 
 use crate::logging::LogArgs;
@@ -81,22 +83,25 @@ pub struct Args {
     /// Namespace of the leader Lease (default: `POD_NAMESPACE`, else `default`).
     #[arg(long, env = "RAYGATE_LEASE_NAMESPACE", value_name = "NS")]
     lease_namespace: Option<String>,
-    /// Seconds the Lease stays valid without renewal: the fail-over time after a crash.
+    /// How long the Lease stays valid without renewal (e.g. 15s): the fail-over time after a
+    /// crash.
     #[arg(
         long,
         env = "RAYGATE_LEASE_DURATION",
-        default_value_t = 15,
-        value_name = "SECONDS"
+        default_value = "15s",
+        value_name = "DURATION",
+        value_parser = parse_duration
     )]
-    lease_duration: u64,
-    /// Seconds before the Lease expires at which the leader renews it.
+    lease_duration: Duration,
+    /// How long before the Lease expires the leader renews it (e.g. 5s).
     #[arg(
         long,
         env = "RAYGATE_LEASE_RENEW_GRACE",
-        default_value_t = 5,
-        value_name = "SECONDS"
+        default_value = "5s",
+        value_name = "DURATION",
+        value_parser = parse_duration
     )]
-    lease_renew_grace: u64,
+    lease_renew_grace: Duration,
     /// This replica's identity in the Lease (default: `<hostname>-<pid>`).
     #[arg(long, env = "RAYGATE_IDENTITY", value_name = "ID")]
     identity: Option<String>,
@@ -135,15 +140,15 @@ impl Args {
                 keys::NAMESPACE_OPT_IN_VALUE
             );
         };
+        let (lease_duration, renew_grace) = (
+            self.lease_duration.as_secs(),
+            self.lease_renew_grace.as_secs(),
+        );
         if self.leader_elect
-            && (self.lease_duration == 0
-                || self.lease_renew_grace == 0
-                || self.lease_renew_grace >= self.lease_duration)
+            && (lease_duration == 0 || renew_grace == 0 || renew_grace >= lease_duration)
         {
             bail!(
-                "--lease-renew-grace {} must be above 0 and below --lease-duration {}",
-                self.lease_renew_grace,
-                self.lease_duration
+                "--lease-renew-grace {renew_grace}s must be above 0 and below --lease-duration {lease_duration}s"
             );
         }
         let leader_election = self.leader_elect.then(|| LeaderElection {
@@ -154,8 +159,8 @@ impl Args {
                 .or_else(|| std::env::var("POD_NAMESPACE").ok())
                 .unwrap_or_else(|| "default".to_string()),
             identity: self.identity.clone().unwrap_or_else(default_identity),
-            lease_duration_seconds: self.lease_duration,
-            renew_grace_seconds: self.lease_renew_grace,
+            lease_duration_seconds: lease_duration,
+            renew_grace_seconds: renew_grace,
         });
         Ok(Config {
             watch_namespaces: self
@@ -289,11 +294,23 @@ mod tests {
             error.to_string().starts_with("--namespace-label"),
             "{error}"
         );
-        let error = config(&["--lease-duration", "5", "--lease-renew-grace", "5"])
+        let error = config(&["--lease-duration", "5s", "--lease-renew-grace", "5s"])
             .expect_err("grace must be below the duration");
         assert!(
-            error.to_string().contains("--lease-renew-grace 5"),
+            error.to_string().contains("--lease-renew-grace 5s"),
             "{error}"
+        );
+        let error = config(&["--lease-duration", "15"]).expect_err("a unit is required");
+        assert!(error.to_string().contains("invalid duration"), "{error}");
+        let timed = config(&["--lease-duration", "1m", "--lease-renew-grace", "20s"])
+            .expect("durations with units");
+        let election = timed.leader_election.expect("leader election is on");
+        assert_eq!(
+            (
+                election.lease_duration_seconds,
+                election.renew_grace_seconds
+            ),
+            (60, 20)
         );
         assert!(config(&["--feature-gates", "NoSuchGate=true"]).is_err());
     }

@@ -26,6 +26,7 @@ pub mod keys;
 pub mod lifecycle;
 pub mod manifests;
 pub mod onboarding;
+pub mod preserve;
 pub mod quantity;
 pub mod queue_policy;
 pub mod ray;

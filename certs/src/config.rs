@@ -108,7 +108,8 @@ pub struct DurationError {
     input: String,
 }
 
-/// Parses `30s`, `15m`, `12h`, `90d` (for the CLI's certificate lifetimes).
+/// Parses `30s`, `15m`, `12h`, `90d`: the one syntax of every duration flag of the CLI
+/// (certificate lifetimes and intervals, the reconciler's Lease timings).
 pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
     let error = || DurationError {
         input: input.to_string(),

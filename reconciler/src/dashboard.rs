@@ -210,6 +210,30 @@ impl Dashboard {
         Self::check(Method::POST, path, answer).map(drop)
     }
 
+    /// `GET /api/jobs/<id>/logs`: the job's output so far.
+    pub async fn logs(
+        &self,
+        dashboard_url: &str,
+        submission_id: &str,
+    ) -> Result<String, DashboardError> {
+        let path = format!("/api/jobs/{submission_id}/logs");
+        let answer = self.call(Method::GET, dashboard_url, &path, None).await?;
+        if answer.0 == StatusCode::NOT_FOUND {
+            return Err(DashboardError::NotFound(submission_id.to_string()));
+        }
+        let body = Self::check(Method::GET, &path, answer)?;
+        let value: Value = serde_json::from_str(&body).map_err(|e| DashboardError::Decode {
+            path: path.clone(),
+            body: body.clone(),
+            reason: e.to_string(),
+        })?;
+        Ok(value
+            .get("logs")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string())
+    }
+
     /// `POST /api/jobs/<id>/stop`; whether Ray stopped it (false: already terminal).
     pub async fn stop(
         &self,

@@ -30,7 +30,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use kube::Client;
+use futures::{Stream, StreamExt};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::{Api, Client, Resource};
 use kube_lease_manager::LeaseManagerBuilder;
 use raygate_api::cluster::BuildOptions;
 use raygate_api::validation::{ReconcilerKind, ValidationContext};
@@ -191,6 +193,61 @@ pub fn controllers() -> Vec<Controller> {
         coexist::rayjob_controller(),
         coexist::raycluster_controller(),
     ]
+}
+
+/// An `Api` over `K` in `namespace`, or in every namespace for `None`.
+pub(crate) fn scoped_api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    <K as Resource>::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// The Event recorder of a controller: raygate's reporter name and this replica's identity.
+pub(crate) fn event_recorder(ctx: &Context) -> Recorder {
+    Recorder::new(
+        ctx.client.clone(),
+        Reporter {
+            controller: MANAGER_NAME.to_string(),
+            instance: ctx
+                .config
+                .leader_election
+                .as_ref()
+                .map(|l| l.identity.clone()),
+        },
+    )
+}
+
+/// Runs one kube-runtime controller per namespace scope of the configuration (every
+/// namespace, or each watched one): `controller_in(namespace)` builds the controller's result
+/// stream; each is drained (failed reconciles are already logged by the controllers) until it
+/// ends with the context's shutdown.
+pub(crate) async fn run_in_scopes<S, T, E>(
+    ctx: &Context,
+    name: &'static str,
+    controller_in: impl Fn(Option<String>) -> S,
+) where
+    S: Stream<Item = Result<T, E>>,
+    E: std::fmt::Display,
+{
+    let running = ctx.config.scopes().into_iter().map(|namespace| {
+        let results = controller_in(namespace.clone());
+        async move {
+            results
+                .for_each(|result| async move {
+                    if let Err(error) = result {
+                        tracing::debug!(controller = name, %error, "controller event");
+                    }
+                })
+                .await;
+            tracing::info!(controller = name, namespace = ?namespace, "controller stopped");
+        }
+    });
+    futures::future::join_all(running).await;
 }
 
 /// Runs the reconciler until SIGTERM/SIGINT (`Ok`) or a fatal error.

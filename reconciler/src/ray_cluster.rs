@@ -13,16 +13,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use kube::api::{ApiResource, DynamicObject};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::{Action, Config as ControllerConfig};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Resource, ResourceExt};
 use raygate_api::cluster::status as cluster_status;
@@ -30,6 +30,7 @@ use raygate_api::cluster::{self, Action as ClusterAction, Observed};
 use raygate_api::keys;
 use raygate_api::ray::v1::RayCluster;
 use raygate_api::volcano::PodGroup;
+use serde_json::Value;
 use tracing::Instrument;
 
 use crate::context::{Context, NamespaceScope};
@@ -56,6 +57,24 @@ pub enum Error {
     /// The RayCluster has no namespace or name (never true for objects from a watch).
     #[error("RayCluster without namespace or name")]
     Unnamed,
+    /// The RayCluster changed since it was read; the pass is retried on the new version.
+    #[error(
+        "the RayCluster changed while it was being reconciled (resourceVersion {seen} → {now})"
+    )]
+    Stale {
+        /// The version decided on.
+        seen: String,
+        /// The current version.
+        now: String,
+    },
+    /// A built object is not a Kubernetes object (a builder bug).
+    #[error("{what}: the built object is not valid: {reason}")]
+    Build {
+        /// The object.
+        what: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 fn api_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
@@ -70,61 +89,30 @@ pub fn controller() -> crate::Controller {
 
 fn run(ctx: Arc<Context>) -> BoxFuture<'static, ()> {
     Box::pin(async move {
-        let scopes = ctx.config.scopes();
-        let controllers = scopes
-            .into_iter()
-            .map(|namespace| run_in(ctx.clone(), namespace));
-        futures::future::join_all(controllers).await;
-    })
-}
-
-fn scoped<K>(ctx: &Context, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-    <K as Resource>::DynamicType: Default,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
-    }
-}
-
-async fn run_in(ctx: Arc<Context>, namespace: Option<String>) {
-    let ns = namespace.as_deref();
-    let pods = watcher::Config::default().labels(keys::RAY_CLUSTER_LABEL);
-    let services = watcher::Config::default().labels(keys::RAY_CLUSTER_LABEL);
-    let recorder = Arc::new(Recorder::new(
-        ctx.client.clone(),
-        Reporter {
-            controller: crate::MANAGER_NAME.to_string(),
-            instance: ctx
-                .config
-                .leader_election
-                .as_ref()
-                .map(|l| l.identity.clone()),
-        },
-    ));
-    Controller::new(scoped::<RayCluster>(&ctx, ns), watcher::Config::default())
-        .owns(scoped::<Pod>(&ctx, ns), pods)
-        .owns(scoped::<Service>(&ctx, ns), services)
-        .owns(scoped::<PodGroup>(&ctx, ns), watcher::Config::default())
-        .with_config(ControllerConfig::default().concurrency(ctx.config.concurrency))
-        .graceful_shutdown_on(ctx.shutdown.clone().wait())
-        .run(
-            reconcile,
-            error_policy,
-            Arc::new(Shared {
-                ctx: ctx.clone(),
-                recorder,
-            }),
-        )
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "raycluster controller event");
-            }
+        let shared = Arc::new(Shared {
+            ctx: ctx.clone(),
+            recorder: Arc::new(crate::event_recorder(&ctx)),
+        });
+        crate::run_in_scopes(&ctx, NAME, |namespace| {
+            let ns = namespace.as_deref();
+            let client = &ctx.client;
+            let labelled = || watcher::Config::default().labels(keys::RAY_CLUSTER_LABEL);
+            Controller::new(
+                crate::scoped_api::<RayCluster>(client, ns),
+                watcher::Config::default(),
+            )
+            .owns(crate::scoped_api::<Pod>(client, ns), labelled())
+            .owns(crate::scoped_api::<Service>(client, ns), labelled())
+            .owns(
+                crate::scoped_api::<PodGroup>(client, ns),
+                watcher::Config::default(),
+            )
+            .with_config(ControllerConfig::default().concurrency(ctx.config.concurrency))
+            .graceful_shutdown_on(ctx.shutdown.clone().wait())
+            .run(reconcile, error_policy, shared.clone())
         })
         .await;
-    tracing::info!(controller = NAME, namespace = ?namespace, "controller stopped");
+    })
 }
 
 /// What each reconcile gets.
@@ -234,10 +222,22 @@ async fn reconcile_inner(cluster: Arc<RayCluster>, shared: Arc<Shared>) -> Resul
             .await;
     }
 
+    // Pods are made from the templates as stored: fields raygate's types drop stay.
+    let raw = if plan
+        .actions
+        .iter()
+        .any(|a| matches!(a, ClusterAction::CreatePod(_)))
+    {
+        Some(stored(ctx, &cluster, &namespace, &name).await?)
+    } else {
+        None
+    };
+
     // Act, stopping at the first failure.
     let status = plan.status;
     for action in plan.actions {
-        if let Err((reason, error)) = act(&shared, &cluster, &namespace, action).await {
+        if let Err((reason, error)) = act(&shared, &cluster, raw.as_ref(), &namespace, action).await
+        {
             shared
                 .event(&cluster, EventType::Warning, reason, &error.to_string())
                 .await;
@@ -286,9 +286,35 @@ fn is_status(error: &kube::Error, code: u16) -> bool {
 }
 
 /// Carries out one action; on failure returns KubeRay's failure reason and the error.
+/// The RayCluster as stored (its JSON, unknown fields included), at the version decided on.
+async fn stored(
+    ctx: &Context,
+    cluster: &RayCluster,
+    namespace: &str,
+    name: &str,
+) -> Result<Value, Error> {
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        ctx.client.clone(),
+        namespace,
+        &ApiResource::erase::<RayCluster>(&()),
+    );
+    let current = api
+        .get(name)
+        .await
+        .map_err(api_error(format!("get RayCluster {name}")))?;
+    if current.resource_version() != cluster.resource_version() {
+        return Err(Error::Stale {
+            seen: cluster.resource_version().unwrap_or_default(),
+            now: current.resource_version().unwrap_or_default(),
+        });
+    }
+    Ok(serde_json::to_value(&current).unwrap_or_default())
+}
+
 async fn act(
     shared: &Shared,
     cluster: &RayCluster,
+    raw: Option<&Value>,
     namespace: &str,
     action: ClusterAction,
 ) -> Result<(), (&'static str, Error)> {
@@ -370,8 +396,29 @@ async fn act(
         ClusterAction::CreatePod(pod) => {
             let name = pod.name_any();
             let head = cluster_status::node_type(&pod) == Some(cluster::HEAD_NODE_TYPE);
-            let api: Api<Pod> = Api::namespaced(client, namespace);
-            match api.create(&post, &pod).await {
+            let object = raw.map_or_else(
+                || serde_json::to_value(&*pod),
+                |raw| Ok(cluster::pod_object(raw, cluster, &pod)),
+            );
+            let object: DynamicObject = match object.and_then(serde_json::from_value) {
+                Ok(object) => object,
+                Err(e) => {
+                    return Err((
+                        if head {
+                            "FailedCreateHeadPod"
+                        } else {
+                            "FailedCreateWorkerPod"
+                        },
+                        Error::Build {
+                            what: format!("Pod {name}"),
+                            reason: e.to_string(),
+                        },
+                    ));
+                }
+            };
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client, namespace, &ApiResource::erase::<Pod>(&()));
+            match api.create(&post, &object).await {
                 Ok(_) => {
                     tracing::info!(pod = %name, "created Pod");
                     let reason = if head {

@@ -10,26 +10,27 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::jiff::Timestamp;
+use kube::api::{ApiResource, DynamicObject};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::runtime::controller::{self, Action as Requeue, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
 use raygate_api::finding::Finding;
 use raygate_api::keys;
 use raygate_api::lifecycle::{
     Action, FreshSuffixes, LifecycleConfig, RayJobObservation, Snapshot, SubmissionMode,
-    dashboard_query, decide, status_patch,
+    dashboard_query, decide, job_head_service_name, job_head_service_query, ray_cluster_object,
+    status_patch, submitter_job_object,
 };
 use raygate_api::ray::v1::{RayCluster, RayJob};
 use raygate_api::validation::validate_ray_job;
 use raygate_api::volcano::PodGroup;
-use serde_json::json;
+use serde_json::{Value, json};
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::context::{Context, NamespaceScope};
@@ -66,6 +67,14 @@ pub enum ReconcileError {
     /// The object has no namespace or name.
     #[error("RayJob without namespace or name")]
     Unnamed,
+    /// A built object is not a Kubernetes object (a builder bug).
+    #[error("{what}: the built object is not valid: {reason}")]
+    Build {
+        /// The object.
+        what: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl ReconcileError {
@@ -119,6 +128,7 @@ fn run_all(ctx: Arc<Context>) -> BoxFuture<'static, ()> {
     Box::pin(async move {
         let lifecycle = LifecycleConfig {
             cluster_domain: ctx.config.build.cluster_domain.clone(),
+            head_cluster_ip: ctx.config.build.head_cluster_ip,
             gates: ctx.config.validation.gates.clone(),
             ..LifecycleConfig::default()
         };
@@ -127,66 +137,37 @@ fn run_all(ctx: Arc<Context>) -> BoxFuture<'static, ()> {
             None => AddressResolver::ClusterDns,
         };
         let shared = Arc::new(Shared {
-            recorder: Recorder::new(
-                ctx.client.clone(),
-                Reporter {
-                    controller: crate::MANAGER_NAME.to_string(),
-                    instance: ctx
-                        .config
-                        .leader_election
-                        .as_ref()
-                        .map(|l| l.identity.clone()),
-                },
-            ),
+            recorder: crate::event_recorder(&ctx),
             dashboard: Dashboard::new(resolver, DASHBOARD_TIMEOUT, None),
             lifecycle,
             ctx: ctx.clone(),
         });
-        let running = ctx
-            .config
-            .scopes()
-            .into_iter()
-            .map(|namespace| run_in(shared.clone(), namespace));
-        futures::future::join_all(running).await;
-    })
-}
-
-fn scoped<K>(ctx: &Context, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-    <K as Resource>::DynamicType: Default,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
-    }
-}
-
-/// Runs the controller for one namespace (`None`: all) until the context's shutdown fires.
-async fn run_in(shared: Arc<Shared>, namespace: Option<String>) {
-    let ctx = shared.ctx.clone();
-    let ns = namespace.as_deref();
-    let ours = format!("{}=RayJob", keys::ORIGINATED_FROM_CRD_LABEL);
-    Controller::new(scoped::<RayJob>(&ctx, ns), watcher::Config::default())
-        .owns(
-            scoped::<RayCluster>(&ctx, ns),
-            watcher::Config::default().labels(&ours),
-        )
-        .owns(
-            scoped::<Job>(&ctx, ns),
-            watcher::Config::default().labels(&ours),
-        )
-        .owns(scoped::<PodGroup>(&ctx, ns), watcher::Config::default())
-        .with_config(controller::Config::default().concurrency(ctx.config.concurrency))
-        .graceful_shutdown_on(ctx.shutdown.clone().wait())
-        .run(reconcile, error_policy, shared)
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                debug!(%error, "rayjob controller event");
-            }
+        let ours = format!("{}=RayJob", keys::ORIGINATED_FROM_CRD_LABEL);
+        crate::run_in_scopes(&ctx, NAME, |namespace| {
+            let ns = namespace.as_deref();
+            let client = &ctx.client;
+            Controller::new(
+                crate::scoped_api::<RayJob>(client, ns),
+                watcher::Config::default(),
+            )
+            .owns(
+                crate::scoped_api::<RayCluster>(client, ns),
+                watcher::Config::default().labels(&ours),
+            )
+            .owns(
+                crate::scoped_api::<Job>(client, ns),
+                watcher::Config::default().labels(&ours),
+            )
+            .owns(
+                crate::scoped_api::<PodGroup>(client, ns),
+                watcher::Config::default(),
+            )
+            .with_config(controller::Config::default().concurrency(ctx.config.concurrency))
+            .graceful_shutdown_on(ctx.shutdown.clone().wait())
+            .run(reconcile, error_policy, shared.clone())
         })
         .await;
-    info!(controller = NAME, namespace = ?namespace, "controller stopped");
+    })
 }
 
 fn error_policy(job: Arc<RayJob>, error: &ReconcileError, _: Arc<Shared>) -> Requeue {
@@ -315,6 +296,15 @@ impl Pass<'_> {
         } else {
             None
         };
+        let job_head_service = if job_head_service_query(job) {
+            let name = job_head_service_name(job);
+            self.api::<Service>()
+                .get_opt(&name)
+                .await
+                .map_err(kube_err(format!("get Service {name}")))?
+        } else {
+            None
+        };
         let ray_job = match dashboard_query(job) {
             None => RayJobObservation::NotQueried,
             Some((url, id)) => match self.shared.dashboard.job(&url, &id).await {
@@ -335,11 +325,12 @@ impl Pass<'_> {
             submitter: submitter.as_ref(),
             head_pod: head_pod.as_ref(),
             pod_group: pod_group.as_ref(),
+            job_head_service: job_head_service.as_ref(),
             ray_job,
             fresh: FreshSuffixes::from_entropy(entropy()),
         };
         let decision = decide(&snapshot);
-        let mut fresh = false;
+        let mut fresh = None;
         for action in decision.actions {
             self.execute(action, &mut fresh).await?;
         }
@@ -349,26 +340,45 @@ impl Pass<'_> {
         })
     }
 
-    /// Reads the RayJob again before the first create of the pass: acting on a stale copy
-    /// could create a cluster or submission for an identity that is no longer current.
-    async fn ensure_fresh(&self, fresh: &mut bool) -> Result<(), ReconcileError> {
-        if *fresh {
-            return Ok(());
-        }
-        let current = self
-            .api::<RayJob>()
+    /// Reads the RayJob again, as stored, before the first create of the pass: acting on a
+    /// stale copy could create a cluster or submission for an identity that is no longer
+    /// current, and the stored JSON carries the fields raygate's types do not know, which the
+    /// RayCluster and submitter copy from it.
+    async fn ensure_fresh<'f>(
+        &self,
+        fresh: &'f mut Option<Value>,
+    ) -> Result<&'f Value, ReconcileError> {
+        if fresh.is_none() {
+            let current = Api::<DynamicObject>::namespaced_with(
+                self.shared.ctx.client.clone(),
+                self.namespace,
+                &ApiResource::erase::<RayJob>(&()),
+            )
             .get(self.name)
             .await
             .map_err(kube_err("get the RayJob"))?;
-        let now = current.resource_version().unwrap_or_default();
-        if now != self.resource_version {
-            return Err(ReconcileError::Stale {
-                seen: self.resource_version.clone(),
-                now,
-            });
+            let now = current.resource_version().unwrap_or_default();
+            if now != self.resource_version {
+                return Err(ReconcileError::Stale {
+                    seen: self.resource_version.clone(),
+                    now,
+                });
+            }
+            *fresh = Some(serde_json::to_value(&current).unwrap_or_default());
         }
-        *fresh = true;
-        Ok(())
+        Ok(fresh.get_or_insert_default())
+    }
+
+    /// An `Api` over objects of kind `K` as raw JSON, in the RayJob's namespace.
+    fn raw_api<K>(&self) -> Api<DynamicObject>
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        Api::namespaced_with(
+            self.shared.ctx.client.clone(),
+            self.namespace,
+            &ApiResource::erase::<K>(&()),
+        )
     }
 
     async fn set_finalizers(&mut self, finalizers: Vec<String>) -> Result<(), ReconcileError> {
@@ -385,7 +395,11 @@ impl Pass<'_> {
         Ok(())
     }
 
-    async fn execute(&mut self, action: Action, fresh: &mut bool) -> Result<(), ReconcileError> {
+    async fn execute(
+        &mut self,
+        action: Action,
+        fresh: &mut Option<Value>,
+    ) -> Result<(), ReconcileError> {
         let job = self.job;
         match action {
             Action::AddFinalizer => {
@@ -404,16 +418,9 @@ impl Pass<'_> {
                 info!("finalizer removed");
             }
             Action::CreatePodGroup(pod_group) => {
-                let name = pod_group.name_any();
-                ignore(
-                    self.api::<PodGroup>()
-                        .create(&PostParams::default(), &pod_group)
-                        .await
-                        .map(drop),
-                    409,
-                )
-                .map_err(kube_err(format!("create PodGroup {name}")))?;
-                info!(pod_group = %name, "PodGroup created");
+                let what = format!("PodGroup {}", pod_group.name_any());
+                self.create_once(self.api(), &*pod_group, &what, None)
+                    .await?;
             }
             Action::ResizePodGroup {
                 name,
@@ -437,25 +444,30 @@ impl Pass<'_> {
                 info!(pod_group = %name, min_member, "PodGroup resized");
             }
             Action::CreateRayCluster(cluster) => {
-                self.ensure_fresh(fresh).await?;
-                let name = cluster.name_any();
-                let created = ignore(
-                    self.api::<RayCluster>()
-                        .create(&PostParams::default(), &cluster)
-                        .await
-                        .map(drop),
-                    409,
-                );
-                if let Err(e) = &created {
-                    self.event(
-                        true,
-                        "FailedToCreateRayCluster",
-                        format!("Failed to create RayCluster {name}: {e}"),
-                    )
-                    .await;
-                }
-                created.map_err(kube_err(format!("create RayCluster {name}")))?;
-                info!(cluster = %name, "RayCluster created");
+                let raw = self.ensure_fresh(fresh).await?;
+                let what = format!("RayCluster {}", cluster.name_any());
+                let object = dynamic(ray_cluster_object(raw, job, &cluster), &what)?;
+                self.create_once(
+                    self.raw_api::<RayCluster>(),
+                    &object,
+                    &what,
+                    Some("FailedToCreateRayCluster"),
+                )
+                .await?;
+            }
+            Action::CreateService(service) => {
+                let what = format!("Service {}", service.name_any());
+                self.create_once(self.api(), &*service, &what, Some("FailedToCreateService"))
+                    .await?;
+            }
+            Action::PatchService { name, patch } => {
+                self.api::<Service>()
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(kube_err(format!(
+                        "point Service {name} at the current cluster"
+                    )))?;
+                info!(service = %name, "Service points at the current cluster");
             }
             Action::DeleteRayCluster { name } => {
                 let params = DeleteParams {
@@ -489,25 +501,16 @@ impl Pass<'_> {
                 .map_err(kube_err(format!("suspend the worker groups of {name}")))?;
             }
             Action::CreateSubmitterJob(submitter) => {
-                self.ensure_fresh(fresh).await?;
-                let name = submitter.name_any();
-                let created = ignore(
-                    self.api::<Job>()
-                        .create(&PostParams::default(), &submitter)
-                        .await
-                        .map(drop),
-                    409,
-                );
-                if let Err(e) = &created {
-                    self.event(
-                        true,
-                        "FailedToCreateRayJobSubmitter",
-                        format!("Failed to create submitter Job {name}: {e}"),
-                    )
-                    .await;
-                }
-                created.map_err(kube_err(format!("create Job {name}")))?;
-                info!(submitter = %name, "submitter Job created");
+                let raw = self.ensure_fresh(fresh).await?;
+                let what = format!("submitter Job {}", submitter.name_any());
+                let object = dynamic(submitter_job_object(raw, job, &submitter), &what)?;
+                self.create_once(
+                    self.raw_api::<Job>(),
+                    &object,
+                    &what,
+                    Some("FailedToCreateRayJobSubmitter"),
+                )
+                .await?;
             }
             Action::DeleteSubmitterJob { name } => {
                 let params = DeleteParams {
@@ -582,6 +585,32 @@ impl Pass<'_> {
         Ok(())
     }
 
+    /// Creates `object` unless it exists already (AlreadyExists is success: every object is
+    /// named by the identity in status, so an existing one is this attempt's own). A failure is
+    /// recorded as a Warning Event with `failure_reason` when given, and returned.
+    async fn create_once<K>(
+        &self,
+        api: Api<K>,
+        object: &K,
+        what: &str,
+        failure_reason: Option<&str>,
+    ) -> Result<(), ReconcileError>
+    where
+        K: Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+    {
+        let created = ignore(
+            api.create(&PostParams::default(), object).await.map(drop),
+            409,
+        );
+        if let (Err(e), Some(reason)) = (&created, failure_reason) {
+            self.event(true, reason, format!("Failed to create {what}: {e}"))
+                .await;
+        }
+        created.map_err(kube_err(format!("create {what}")))?;
+        info!("{what} created");
+        Ok(())
+    }
+
     async fn event(&self, warning: bool, reason: &str, message: String) {
         let event = Event {
             type_: if warning {
@@ -603,6 +632,14 @@ impl Pass<'_> {
             warn!(%error, reason, "could not record an Event");
         }
     }
+}
+
+/// A built object as the `DynamicObject` to create.
+fn dynamic(object: Value, what: &str) -> Result<DynamicObject, ReconcileError> {
+    serde_json::from_value(object).map_err(|e| ReconcileError::Build {
+        what: what.to_string(),
+        reason: e.to_string(),
+    })
 }
 
 /// Treats the HTTP status `code` (409 on create, 404 on delete) as success.

@@ -19,6 +19,8 @@ use super::{
     DEFAULT_DASHBOARD_PORT, DEFAULT_GCS_PORT, HEAD_GROUP, HEAD_NODE_TYPE, IDENTIFIER_LABEL,
     IS_RAY_NODE_LABEL, OVERWRITE_CONTAINER_CMD_ANNOTATION, WORKER_NODE_TYPE,
 };
+use serde_json::Value;
+
 use crate::keys;
 use crate::quantity::ResourceQuantity;
 use crate::ray::v1::{RayCluster, WorkerGroupSpec};
@@ -110,7 +112,7 @@ fn head_labels(cluster: &RayCluster) -> BTreeMap<String, String> {
 }
 
 /// `ray.io/identifier`: `<cluster>-<node type>`, trimmed from the left to 63 characters.
-fn identifier(cluster: &str, node_type: &str) -> String {
+pub(crate) fn identifier(cluster: &str, node_type: &str) -> String {
     let id = format!("{cluster}-{node_type}");
     let start = id.len().saturating_sub(63);
     id.get(start..).unwrap_or(&id).to_string()
@@ -540,6 +542,45 @@ pub fn build_pod(
         spec: Some(spec),
         status: None,
     }
+}
+
+/// `pod` (built by [`build_pod`] and onboarded) as the JSON to create: raygate's changes applied
+/// to the role's template as stored in `raw_cluster` (the RayCluster's JSON from the API
+/// server), so template fields raygate's types do not know reach the Pod
+/// ([`crate::preserve::keep_unknown_fields`]). Without a raw template, the typed Pod.
+pub fn pod_object(raw_cluster: &Value, cluster: &RayCluster, pod: &Pod) -> Value {
+    let built = serde_json::to_value(pod).unwrap_or(Value::Null);
+    let labels = pod.metadata.labels.as_ref();
+    let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
+    let (pointer, template) = if label(keys::RAY_NODE_TYPE_LABEL) == Some(HEAD_NODE_TYPE) {
+        (
+            "/spec/headGroupSpec/template".to_string(),
+            &cluster.spec.head_group_spec.template,
+        )
+    } else {
+        let group = label(keys::RAY_GROUP_LABEL).unwrap_or_default();
+        let found = cluster
+            .spec
+            .worker_group_specs
+            .iter()
+            .flatten()
+            .enumerate()
+            .find(|(_, g)| g.group_name == group);
+        let Some((index, spec)) = found else {
+            return built;
+        };
+        (
+            format!("/spec/workerGroupSpecs/{index}/template"),
+            &spec.template,
+        )
+    };
+    let (Some(raw), Ok(typed)) = (
+        raw_cluster.pointer(&pointer),
+        serde_json::to_value(template),
+    ) else {
+        return built;
+    };
+    crate::preserve::keep_unknown_fields(raw, &typed, &built)
 }
 
 /// Sets `["/bin/bash","-c","--"]` with `ulimit …; ray start …` as the container command,

@@ -15,7 +15,7 @@ pub mod build;
 pub mod decide;
 pub mod status;
 
-pub use build::{BuildOptions, build_head_service, build_pod, head_service_name};
+pub use build::{BuildOptions, build_head_service, build_pod, head_service_name, pod_object};
 pub use decide::{Action, Observed, Plan, decide};
 
 /// `ray.io/node-type` of the head Pod.

@@ -2,11 +2,16 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
+use serde_json::{Map, Value, json};
 
 use super::{DEFAULT_DASHBOARD_PORT, SubmissionMode, submitter};
+use crate::cluster::build::identifier;
+use crate::cluster::{BuildOptions, HEAD_NODE_TYPE, IDENTIFIER_LABEL, build_head_service};
 use crate::keys;
+use crate::preserve::keep_unknown_fields;
 use crate::ray::v1::{RayCluster, RayClusterSpec, RayJob};
 
 /// Annotation that keeps a provisioned SidecarMode head from being recreated (KubeRay).
@@ -111,4 +116,101 @@ pub fn ray_cluster_for_job(
         spec,
         status: None,
     })
+}
+
+/// Name of the RayJob head Service: `<rayjob>-head-svc`.
+pub fn job_head_service_name(job: &RayJob) -> String {
+    format!(
+        "{}-head-svc",
+        job.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// The RayJob head Service (`kuberay-compat.md` §7.4): the head Service of the current
+/// attempt's `cluster` — same selector, ports, type and headlessness, without the cluster's
+/// `headServiceAnnotations` — renamed to `<rayjob>-head-svc`, labelled as the RayJob's head
+/// (`ray.io/originated-from-cr-name`, `ray.io/originated-from-crd=RayJob`,
+/// `ray.io/node-type=head`, `ray.io/identifier=<rayjob>-head`) and owned by the RayJob, so
+/// clients reach whichever attempt is current under one stable name.
+pub fn job_head_service(job: &RayJob, cluster: &RayCluster, options: &BuildOptions) -> Service {
+    let mut source = cluster.clone();
+    source.spec.head_service_annotations = None;
+    let mut service = build_head_service(&source, options);
+    let job_name = job.metadata.name.clone().unwrap_or_default();
+    service.metadata.name = Some(job_head_service_name(job));
+    service.metadata.namespace = job.metadata.namespace.clone();
+    service.metadata.labels = Some(BTreeMap::from([
+        (
+            keys::ORIGINATED_FROM_CR_NAME_LABEL.to_string(),
+            job_name.clone(),
+        ),
+        (
+            keys::ORIGINATED_FROM_CRD_LABEL.to_string(),
+            "RayJob".to_string(),
+        ),
+        (
+            keys::RAY_NODE_TYPE_LABEL.to_string(),
+            HEAD_NODE_TYPE.to_string(),
+        ),
+        (
+            IDENTIFIER_LABEL.to_string(),
+            identifier(&job_name, HEAD_NODE_TYPE),
+        ),
+    ]));
+    service.metadata.owner_references = Some(vec![owned_by(job)]);
+    service
+}
+
+/// The merge patch that points the live RayJob head Service at `desired`'s cluster, or `None`
+/// when its selector already names that cluster (KubeRay updates the Service only when the
+/// cluster switches). Every field of the desired spec is written except `clusterIP`, which is
+/// immutable and kept; stale selector keys are removed; fields the API server defaulted stay.
+pub fn job_head_service_patch(live: &Service, desired: &Service) -> Option<Value> {
+    let selected = |service: &Service| {
+        service
+            .spec
+            .as_ref()
+            .and_then(|s| s.selector.as_ref())
+            .and_then(|s| s.get(keys::RAY_CLUSTER_LABEL))
+            .cloned()
+    };
+    if selected(live) == selected(desired) {
+        return None;
+    }
+    let live_selector = live
+        .spec
+        .as_ref()
+        .and_then(|s| s.selector.as_ref())
+        .map(|s| json!(s))
+        .unwrap_or_else(|| json!({}));
+    let desired_spec = desired.spec.as_ref().map(|s| json!(s)).unwrap_or_default();
+    let mut patch = Map::new();
+    for (key, value) in desired_spec.as_object().into_iter().flatten() {
+        match key.as_str() {
+            "clusterIP" | "clusterIPs" => {}
+            "selector" => {
+                patch.insert(key.clone(), super::merge_patch(&live_selector, value));
+            }
+            _ => {
+                patch.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    Some(json!({"spec": patch}))
+}
+
+/// The RayCluster `cluster` (built by [`ray_cluster_for_job`] from `job`) as the JSON to create:
+/// its spec is `spec.rayClusterSpec` as stored in `raw_job` (the RayJob's JSON from the API
+/// server) with raygate's changes applied, so fields raygate's types do not know are copied
+/// too ([`crate::preserve::keep_unknown_fields`]).
+pub fn ray_cluster_object(raw_job: &Value, job: &RayJob, cluster: &RayCluster) -> Value {
+    let mut object = serde_json::to_value(cluster).unwrap_or(Value::Null);
+    if let (Some(raw), Ok(typed), Some(built)) = (
+        raw_job.pointer("/spec/rayClusterSpec"),
+        serde_json::to_value(&job.spec.ray_cluster_spec),
+        object.get_mut("spec"),
+    ) {
+        *built = keep_unknown_fields(raw, &typed, built);
+    }
+    object
 }

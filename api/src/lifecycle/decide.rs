@@ -7,7 +7,10 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use super::cluster::{dashboard_url, ray_cluster_for_job};
+use super::cluster::{
+    dashboard_url, job_head_service, job_head_service_name, job_head_service_patch,
+    ray_cluster_for_job,
+};
 use super::gang::gang_wait_message;
 use super::submitter::{submit_request, submitter_job};
 use super::{
@@ -15,6 +18,7 @@ use super::{
     SUBMITTER_CONTAINER, SUBMITTER_FINISHED_TIMEOUT_SECONDS, Snapshot, SubmissionMode,
     is_terminal_job_status,
 };
+use crate::cluster::BuildOptions;
 use crate::features::Feature;
 use crate::keys;
 use crate::ray::v1::{
@@ -393,6 +397,9 @@ impl<'s, 'a> Pass<'s, 'a> {
         let Some(cluster) = self.cluster_or_create() else {
             return Flow::Return;
         };
+        if !self.selector_mode() {
+            self.sync_job_head_service(cluster);
+        }
         let submitter = self.submitter_state();
         let dashboard = self.st.dashboard_url.clone().unwrap_or_default();
         match &self.s.ray_job {
@@ -884,6 +891,33 @@ impl<'s, 'a> Pass<'s, 'a> {
                     format!("Created RayCluster {name}"),
                 );
                 None
+            }
+        }
+    }
+
+    /// Running: `<rayjob>-head-svc` exists and selects the head of the current cluster
+    /// (`kuberay-compat.md` §7.4).
+    fn sync_job_head_service(&mut self, cluster: &RayCluster) {
+        let options = BuildOptions {
+            cluster_domain: self.s.config.cluster_domain.clone(),
+            head_cluster_ip: self.s.config.head_cluster_ip,
+        };
+        let desired = job_head_service(self.s.job, cluster, &options);
+        let name = job_head_service_name(self.s.job);
+        match self.s.job_head_service {
+            None => {
+                self.actions.push(Action::CreateService(Box::new(desired)));
+                let ns = self.s.job.metadata.namespace.clone().unwrap_or_default();
+                self.event(
+                    false,
+                    "CreatedService",
+                    format!("Created service {ns}/{name}"),
+                );
+            }
+            Some(live) => {
+                if let Some(patch) = job_head_service_patch(live, &desired) {
+                    self.actions.push(Action::PatchService { name, patch });
+                }
             }
         }
     }

@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -36,10 +36,13 @@ use crate::features::FeatureGates;
 use crate::ray::v1::{RayCluster, RayJob, RayJobStatus};
 use crate::volcano::PodGroup;
 
-pub use cluster::{dashboard_url, ray_cluster_for_job};
+pub use cluster::{
+    dashboard_url, job_head_service, job_head_service_name, job_head_service_patch,
+    ray_cluster_for_job, ray_cluster_object,
+};
 pub use decide::decide;
 pub use gang::gang_wait_message;
-pub use submitter::{SubmitCommandError, submit_command, submitter_job};
+pub use submitter::{SubmitCommandError, submit_command, submitter_job, submitter_job_object};
 
 /// Name of the submitter container (KubeRay).
 pub const SUBMITTER_CONTAINER: &str = "ray-job-submitter";
@@ -168,6 +171,9 @@ pub fn is_terminal_job_status(status: &str) -> bool {
 pub struct LifecycleConfig {
     /// DNS suffix of Service FQDNs (`CLUSTER_DOMAIN`).
     pub cluster_domain: String,
+    /// Head Services keep a ClusterIP (`ENABLE_RAY_HEAD_CLUSTER_IP_SERVICE`) instead of being
+    /// headless; the RayJob head Service follows the cluster's.
+    pub head_cluster_ip: bool,
     /// Grace period after the Ray job is terminal, in seconds.
     pub transition_grace_period_seconds: i64,
     /// How long dashboard status checks may keep failing, in seconds.
@@ -184,6 +190,7 @@ impl Default for LifecycleConfig {
     fn default() -> Self {
         LifecycleConfig {
             cluster_domain: "cluster.local".to_string(),
+            head_cluster_ip: false,
             transition_grace_period_seconds: 300,
             status_check_timeout_seconds: 300,
             delete_ray_job_after_finish: false,
@@ -276,6 +283,9 @@ pub struct Snapshot<'a> {
     pub head_pod: Option<&'a Pod>,
     /// The RayJob's PodGroup `ray-<rayjob>-pg`, if it exists.
     pub pod_group: Option<&'a PodGroup>,
+    /// The RayJob head Service `<rayjob>-head-svc`, if it exists (read while Running, see
+    /// [`job_head_service_query`]).
+    pub job_head_service: Option<&'a Service>,
     /// The Ray job, when [`dashboard_query`] asked for it.
     pub ray_job: RayJobObservation,
     /// Suffixes for names generated in this pass.
@@ -314,6 +324,15 @@ pub enum Action {
     },
     /// Create the RayCluster (already exists = success).
     CreateRayCluster(Box<RayCluster>),
+    /// Create the RayJob head Service (already exists = success).
+    CreateService(Box<Service>),
+    /// Merge-patch a Service (the RayJob head Service switching to the current cluster).
+    PatchService {
+        /// Service name.
+        name: String,
+        /// RFC 7386 merge patch.
+        patch: Value,
+    },
     /// Delete the RayCluster with foreground propagation (gone = success).
     DeleteRayCluster {
         /// Cluster name.
@@ -380,6 +399,21 @@ pub fn dashboard_query(job: &RayJob) -> Option<(String, String)> {
     let url = status.dashboard_url.clone().filter(|u| !u.is_empty())?;
     let id = status.job_id.clone().filter(|i| !i.is_empty())?;
     Some((url, id))
+}
+
+/// Whether this pass needs the RayJob head Service (`<rayjob>-head-svc`): only while Running
+/// with a cluster of its own (not in clusterSelector mode), where [`decide`] keeps it pointed at
+/// the current cluster.
+pub fn job_head_service_query(job: &RayJob) -> bool {
+    let running = job.status.as_ref().is_some_and(|s| {
+        DeploymentStatus::parse(s.job_deployment_status.as_deref()) == DeploymentStatus::Running
+    });
+    let selector_mode = job
+        .spec
+        .cluster_selector
+        .as_ref()
+        .is_some_and(|s| !s.is_empty());
+    running && !selector_mode && job.metadata.deletion_timestamp.is_none()
 }
 
 /// The RFC 7386 merge patch that turns `old` into `new`: changed keys with their new value,

@@ -328,7 +328,7 @@ pub(super) fn sidecar_container(
 ///
 /// The Pod template is `spec.submitterPodTemplate` (with `restartPolicy: Never` and the
 /// container name `ray-job-submitter` filled in when missing, so the Job API never refuses it)
-/// or KubeRay's default; container 0 runs the submit command unless it has a command of its
+/// or KubeRay's default (see [`submitter_job_object`] for the JSON to create); container 0 runs the submit command unless it has a command of its
 /// own; in Volcano namespaces the template carries the RayJob's gang metadata (the same patch
 /// the webhook applies), as task `submittergroup`.
 ///
@@ -445,4 +445,27 @@ fn join_gang(job: &RayJob, template: PodTemplateSpec) -> PodTemplateSpec {
         return template;
     }
     serde_json::from_value(value).unwrap_or(template)
+}
+
+/// The submitter Job `submitter` (built by [`submitter_job`] from `job`) as the JSON to create:
+/// a user `submitterPodTemplate` is taken as stored in `raw_job` (the RayJob's JSON from the
+/// API server) with raygate's changes applied, so fields raygate's types do not know reach the
+/// Pod ([`crate::preserve::keep_unknown_fields`]).
+pub fn submitter_job_object(
+    raw_job: &serde_json::Value,
+    job: &RayJob,
+    submitter: &Job,
+) -> serde_json::Value {
+    let mut object = serde_json::to_value(submitter).unwrap_or(serde_json::Value::Null);
+    if let (Some(raw), Some(Ok(typed)), Some(built)) = (
+        raw_job.pointer("/spec/submitterPodTemplate"),
+        job.spec
+            .submitter_pod_template
+            .as_ref()
+            .map(serde_json::to_value),
+        object.pointer_mut("/spec/template"),
+    ) {
+        *built = crate::preserve::keep_unknown_fields(raw, &typed, built);
+    }
+    object
 }

@@ -133,6 +133,7 @@ struct World {
     cluster: Option<RayCluster>,
     submitter: Option<Job>,
     pod_group: Option<PodGroup>,
+    job_head_service: Option<Service>,
     ray_job: RayJobObservation,
     now: i64,
     validation_errors: Vec<String>,
@@ -147,6 +148,7 @@ impl World {
             cluster: None,
             submitter: None,
             pod_group: None,
+            job_head_service: None,
             ray_job: RayJobObservation::NotQueried,
             now: NOW,
             validation_errors: Vec::new(),
@@ -164,6 +166,7 @@ impl World {
             submitter: self.submitter.as_ref(),
             head_pod: None,
             pod_group: self.pod_group.as_ref(),
+            job_head_service: self.job_head_service.as_ref(),
             ray_job: self.ray_job.clone(),
             fresh: FreshSuffixes {
                 cluster: "fghjk".into(),
@@ -190,6 +193,8 @@ fn kinds(decision: &Decision) -> Vec<&'static str> {
             Action::CreatePodGroup(_) => "CreatePodGroup",
             Action::ResizePodGroup { .. } => "ResizePodGroup",
             Action::CreateRayCluster(_) => "CreateRayCluster",
+            Action::CreateService(_) => "CreateService",
+            Action::PatchService { .. } => "PatchService",
             Action::DeleteRayCluster { .. } => "DeleteRayCluster",
             Action::SuspendWorkerGroups { .. } => "SuspendWorkerGroups",
             Action::CreateSubmitterJob(_) => "CreateSubmitterJob",
@@ -566,11 +571,13 @@ fn http_mode_submits_when_ray_does_not_know_the_job() {
     world.cluster = Some(cluster_of(&world.job, Some("ready")));
     world.ray_job = RayJobObservation::NotFound;
     let decision = world.decide();
-    let Some(Action::SubmitRayJob {
-        dashboard_url,
-        request,
-    }) = decision.actions.first()
-    else {
+    let Some((dashboard_url, request)) = decision.actions.iter().find_map(|a| match a {
+        Action::SubmitRayJob {
+            dashboard_url,
+            request,
+        } => Some((dashboard_url, request)),
+        _ => None,
+    }) else {
         panic!("{decision:?}")
     };
     assert_eq!(
@@ -588,6 +595,11 @@ fn http_mode_submits_when_ray_does_not_know_the_job() {
 fn running_polls_and_completes_only_once_the_submitter_finished() {
     let mut world = World::new(running(job("")));
     world.cluster = Some(cluster_of(&world.job, Some("ready")));
+    world.job_head_service = Some(job_head_service(
+        &world.job,
+        world.cluster.as_ref().unwrap(),
+        &crate::cluster::BuildOptions::default(),
+    ));
     world.ray_job = found("SUCCEEDED", Some(NOW - 1));
     let decision = world.decide();
     let status = status_of(&decision).unwrap();
@@ -1077,5 +1089,229 @@ fn status_patches_omit_empty_strings_like_go() {
     assert_eq!(
         status_patch(None, &new)["rayClusterName"],
         json!("demo-fghjk")
+    );
+}
+
+#[test]
+fn the_rayjob_head_service_follows_the_current_cluster() {
+    let mut world = World::new(running(job("")));
+    let mut cluster = cluster_of(&world.job, Some("ready"));
+    cluster.spec.head_service_annotations =
+        Some([("cluster-only".to_string(), "x".to_string())].into());
+    world.cluster = Some(cluster);
+    let decision = world.decide();
+    let created = decision
+        .actions
+        .iter()
+        .find_map(|a| match a {
+            Action::CreateService(svc) => Some((**svc).clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{decision:?}"));
+    assert_eq!(created.metadata.name.as_deref(), Some("demo-head-svc"));
+    assert_eq!(created.metadata.namespace.as_deref(), Some("ml"));
+    assert_eq!(
+        created.metadata.labels.clone().unwrap(),
+        [
+            ("ray.io/identifier", "demo-head"),
+            ("ray.io/node-type", "head"),
+            ("ray.io/originated-from-cr-name", "demo"),
+            ("ray.io/originated-from-crd", "RayJob"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .into()
+    );
+    assert_eq!(
+        created.metadata.annotations, None,
+        "headServiceAnnotations belong to the cluster's own Service"
+    );
+    let owner = &created.metadata.owner_references.clone().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
+        ("RayJob", "job-uid", Some(true))
+    );
+    let spec = created.spec.clone().unwrap();
+    assert_eq!(
+        spec.selector.clone().unwrap()["ray.io/cluster"],
+        "demo-fghjk"
+    );
+    assert_eq!(
+        spec.selector.clone().unwrap()["ray.io/identifier"],
+        "demo-fghjk-head"
+    );
+    assert_eq!(
+        spec.cluster_ip.as_deref(),
+        Some("None"),
+        "headless like the cluster's"
+    );
+    let ports: Vec<_> = spec.ports.unwrap().into_iter().map(|p| p.port).collect();
+    assert_eq!(ports, [10001, 8265, 6379, 8080, 8000]);
+    assert_eq!(events(&decision), ["CreatedService"]);
+
+    // Steady: the live Service selects this cluster already.
+    let mut live = created.clone();
+    live.spec.as_mut().unwrap().cluster_ip = Some("None".into());
+    world.job_head_service = Some(live.clone());
+    let steady = world.decide();
+    assert!(
+        !kinds(&steady).iter().any(|k| k.ends_with("Service")),
+        "{steady:?}"
+    );
+
+    // A later attempt's cluster: the selector moves, clusterIP is left alone.
+    let mut next = running(job(""));
+    next.status.as_mut().unwrap().ray_cluster_name = Some("demo-zzzzz".into());
+    world.job = next;
+    world.cluster = Some(cluster_of(&world.job, Some("ready")));
+    let switched = world.decide();
+    let (name, patch) = switched
+        .actions
+        .iter()
+        .find_map(|a| match a {
+            Action::PatchService { name, patch } => Some((name.clone(), patch.clone())),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{switched:?}"));
+    assert_eq!(name, "demo-head-svc");
+    assert_eq!(patch["spec"]["selector"]["ray.io/cluster"], "demo-zzzzz");
+    assert_eq!(
+        patch["spec"]["selector"]["ray.io/identifier"],
+        "demo-zzzzz-head"
+    );
+    assert!(patch["spec"].get("clusterIP").is_none(), "{patch}");
+    assert_eq!(patch["spec"]["ports"].as_array().map(Vec::len), Some(5));
+
+    // clusterSelector mode: the user's cluster is never fronted by a RayJob Service.
+    let mut selector = World::new(running(job(
+        "  clusterSelector: {ray.io/cluster: demo-fghjk}",
+    )));
+    selector.cluster = Some(cluster_of(&selector.job, Some("ready")));
+    assert!(!job_head_service_query(&selector.job));
+    let decision = selector.decide();
+    assert!(
+        !kinds(&decision).iter().any(|k| k.ends_with("Service")),
+        "{decision:?}"
+    );
+    assert!(job_head_service_query(&world.job));
+}
+
+#[test]
+fn fields_unknown_to_raygates_types_reach_the_cluster_the_pods_and_the_submitter() {
+    let typed = job(
+        "  submitterPodTemplate:\n    spec:\n      restartPolicy: Never\n      containers:\n      - {name: submit, image: rayproject/ray:2.60.0}",
+    );
+    let mut raw = serde_json::to_value(&typed).unwrap();
+    raw["spec"]["rayClusterSpec"]["futureClusterField"] = json!({"enabled": true});
+    let head = &mut raw["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"];
+    head["futurePodField"] = json!("head-value");
+    head["containers"][0]["futureContainerField"] = json!(1);
+    let worker = &mut raw["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"];
+    worker["futurePodField"] = json!("worker-value");
+    raw["spec"]["submitterPodTemplate"]["spec"]["futurePodField"] = json!("submitter-value");
+    let job: RayJob = serde_json::from_value(raw.clone()).unwrap();
+    assert_eq!(
+        serde_json::to_value(&job).unwrap(),
+        serde_json::to_value(&typed).unwrap(),
+        "the typed model does not know these fields"
+    );
+
+    // RayJob → RayCluster: the raw rayClusterSpec plus raygate's changes.
+    let cluster = ray_cluster_for_job(&job, "demo-fghjk", "demo-abcde", true, false).unwrap();
+    let object = ray_cluster_object(&raw, &job, &cluster);
+    assert_eq!(
+        object["spec"]["futureClusterField"],
+        json!({"enabled": true})
+    );
+    let head_template = &object["spec"]["headGroupSpec"]["template"]["spec"];
+    assert_eq!(head_template["futurePodField"], "head-value");
+    assert_eq!(head_template["containers"][0]["futureContainerField"], 1);
+    assert_eq!(object["metadata"]["name"], "demo-fghjk");
+    assert_eq!(object["metadata"]["ownerReferences"][0]["kind"], "RayJob");
+    assert_eq!(
+        object["metadata"]["labels"]["ray.io/originated-from-crd"],
+        "RayJob"
+    );
+    assert_eq!(
+        object["metadata"]["annotations"]["scheduling.k8s.io/group-name"],
+        "ray-demo-pg"
+    );
+    let mut without_unknown = object.clone();
+    without_unknown["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("futureClusterField");
+    let spec = &mut without_unknown["spec"]["headGroupSpec"]["template"]["spec"];
+    spec.as_object_mut().unwrap().remove("futurePodField");
+    spec["containers"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("futureContainerField");
+    without_unknown["spec"]["workerGroupSpecs"][0]["template"]["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("futurePodField");
+    assert_eq!(
+        without_unknown,
+        serde_json::to_value(&cluster).unwrap(),
+        "apart from the unknown fields, exactly what the typed builder made"
+    );
+
+    // RayCluster → Pods: the stored cluster's templates plus raygate's changes.
+    let mut stored: RayCluster = serde_json::from_value(object.clone()).unwrap();
+    stored.metadata.uid = Some("cluster-uid".into());
+    let mut raw_cluster = object.clone();
+    raw_cluster["metadata"]["uid"] = json!("cluster-uid");
+    let options = crate::cluster::BuildOptions::default();
+    let head_pod = crate::cluster::build_pod(
+        &stored,
+        crate::cluster::build::PodRole::Head,
+        "demo-fghjk-head-x",
+        &options,
+    );
+    let head_object = crate::cluster::pod_object(&raw_cluster, &stored, &head_pod);
+    assert_eq!(head_object["spec"]["futurePodField"], "head-value");
+    assert_eq!(
+        head_object["spec"]["containers"][0]["futureContainerField"],
+        1
+    );
+    assert_eq!(
+        head_object["spec"]["containers"][0]["command"][0],
+        "/bin/bash"
+    );
+    assert_eq!(
+        head_object["metadata"]["labels"]["ray.io/node-type"],
+        "head"
+    );
+    assert_eq!(head_object["kind"], "Pod");
+    let group = &stored.spec.worker_group_specs.as_ref().unwrap()[0];
+    let worker_pod = crate::cluster::build_pod(
+        &stored,
+        crate::cluster::build::PodRole::Worker(group),
+        "demo-fghjk-small-worker-x",
+        &options,
+    );
+    let worker_object = crate::cluster::pod_object(&raw_cluster, &stored, &worker_pod);
+    assert_eq!(worker_object["spec"]["futurePodField"], "worker-value");
+    assert!(
+        worker_object["spec"]["containers"][0]["args"][0]
+            .as_str()
+            .unwrap()
+            .contains("ray start"),
+        "{worker_object}"
+    );
+
+    // The user's submitter template.
+    let submitter =
+        submitter_job(&job, "demo-fghjk-head-svc:8265", "demo-abcde", true, false).unwrap();
+    let submitter_object = submitter_job_object(&raw, &job, &submitter);
+    let pod_spec = &submitter_object["spec"]["template"]["spec"];
+    assert_eq!(pod_spec["futurePodField"], "submitter-value");
+    assert_eq!(pod_spec["schedulerName"], "volcano");
+    assert_eq!(pod_spec["containers"][0]["name"], "submit");
+    assert!(
+        pod_spec["containers"][0]["args"][0]
+            .as_str()
+            .unwrap()
+            .contains("ray job submit")
     );
 }

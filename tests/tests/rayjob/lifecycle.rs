@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::DeleteParams;
 use raygate_api::keys::{NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE};
 use raygate_api::ray::v1::{RayCluster, RayJob};
@@ -117,6 +117,40 @@ async fn a_rayjob_runs_gang_scheduled_to_success_and_its_cluster_goes_after_the_
     let ray_pods = pods(&ns, &format!("ray.io/cluster={cluster}")).await;
     assert_eq!(ray_pods.len(), 3, "{}", ns.dump().await);
     assert_gang_bound(&ray_pods, "demo", None, &ns.dump().await);
+    let head_service = job_head_service_selecting(&ns, "demo", &cluster).await;
+    let labels = head_service.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(
+        labels,
+        BTreeMap::from([
+            ("ray.io/identifier".to_string(), "demo-head".to_string()),
+            ("ray.io/node-type".to_string(), "head".to_string()),
+            (
+                "ray.io/originated-from-cr-name".to_string(),
+                "demo".to_string()
+            ),
+            (
+                "ray.io/originated-from-crd".to_string(),
+                "RayJob".to_string()
+            ),
+        ])
+    );
+    let owner = &head_service.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), owner.controller),
+        ("RayJob", "demo", Some(true))
+    );
+    let spec = head_service.spec.clone().unwrap();
+    assert_eq!(spec.cluster_ip.as_deref(), Some("None"));
+    let ports: Vec<(String, i32)> = spec
+        .ports
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| (p.name.unwrap_or_default(), p.port))
+        .collect();
+    assert!(
+        ports.contains(&("dashboard".to_string(), 8265)),
+        "{ports:?}"
+    );
 
     let done = wait_status(&ns, "demo", "the RayJob to be Complete", |s| {
         s.job_deployment_status.as_deref() == Some("Complete")
@@ -159,6 +193,27 @@ async fn a_rayjob_runs_gang_scheduled_to_success_and_its_cluster_goes_after_the_
     assert_eq!(pg.spec.min_resources.unwrap_or_default(), BTreeMap::new());
 }
 
+/// Waits until the RayJob head Service `<job>-head-svc` selects the head of `cluster`.
+async fn job_head_service_selecting(ns: &TestNamespace, job: &str, cluster: &str) -> Service {
+    let services = ns.api::<Service>();
+    let name = format!("{job}-head-svc");
+    ns.wait_for(
+        &format!("Service {name} to select {cluster}"),
+        RUN,
+        || async {
+            let service = services.get_opt(&name).await?;
+            Ok(service.filter(|s| {
+                let selector = s.spec.as_ref().and_then(|s| s.selector.clone());
+                selector.is_some_and(|sel| {
+                    sel.get("ray.io/cluster").map(String::as_str) == Some(cluster)
+                        && sel.get("ray.io/node-type").map(String::as_str) == Some("head")
+                })
+            }))
+        },
+    )
+    .await
+}
+
 #[tokio::test]
 async fn a_failing_entrypoint_is_retried_on_a_new_cluster_then_fails() {
     let env = Env::load();
@@ -191,6 +246,13 @@ async fn a_failing_entrypoint_is_retried_on_a_new_cluster_then_fails() {
         "a new submission id per attempt"
     );
     let old_cluster = first.ray_cluster_name.clone().unwrap();
+    let new_cluster = second.ray_cluster_name.clone().unwrap();
+    let retargeted = job_head_service_selecting(&ns, "flaky", &new_cluster).await;
+    assert_eq!(
+        retargeted.spec.unwrap().cluster_ip.as_deref(),
+        Some("None"),
+        "the same headless Service, its selector moved"
+    );
     assert!(
         ns.api::<RayCluster>()
             .get_opt(&old_cluster)

@@ -3,6 +3,7 @@
 //! controllers, every dashboard address pointed at the environment's Ray head) runs them.
 
 mod crash;
+mod follow;
 mod gang;
 mod lifecycle;
 mod modes;
