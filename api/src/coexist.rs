@@ -230,7 +230,7 @@ fn ray_cluster_target(cluster: &RayCluster) -> Target {
 }
 
 fn resize(live: &PodGroup, min_member: i32, min_resources: BTreeMap<String, Quantity>) -> Plan {
-    if sizing::pod_group_differs(live, min_member, &min_resources) {
+    if !sizing::pod_group_holds_gang(&live.spec, min_member, &min_resources) {
         Plan::Resize {
             name: live.metadata.name.clone().unwrap_or_default(),
             min_member,

@@ -371,32 +371,6 @@ fn pod_group(owner: &ObjectMeta, kind: &str, gang: GangSize) -> Result<PodGroup,
     Ok(pg)
 }
 
-/// Whether a live PodGroup's `minMember` / `minResources` differ from the wanted ones.
-///
-/// Quantities compare by value (`1000m` equals `1`), and an absent field is zero / empty:
-/// Volcano writes PodGroups back with Go's `omitempty`, which drops a zero gang. An unparsable
-/// live quantity counts as a difference, so the next write repairs it.
-pub fn pod_group_differs(
-    live: &PodGroup,
-    min_member: i32,
-    min_resources: &BTreeMap<String, Quantity>,
-) -> bool {
-    if live.spec.min_member.unwrap_or(0) != min_member {
-        return true;
-    }
-    let parse = |map: &BTreeMap<String, Quantity>| -> Option<Resources> {
-        map.iter()
-            .map(|(k, v)| Some((k.clone(), ResourceQuantity::try_from(v).ok()?)))
-            .collect()
-    };
-    let empty = BTreeMap::new();
-    let live = live.spec.min_resources.as_ref().unwrap_or(&empty);
-    match (parse(live), parse(min_resources)) {
-        (Some(a), Some(b)) => a != b,
-        _ => true,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -165,7 +165,11 @@ fn a_new_rayjob_gets_raygates_podgroup_without_the_submitter_in_min_member() {
     };
     assert_plan!(pg.metadata.name.as_deref(), Some("ray-demo-pg"));
     assert_plan!(pg.spec.min_member, Some(5));
-    assert!(!sizing::pod_group_differs(&pg, 5, &resources(JOB_GANG)));
+    assert!(sizing::pod_group_holds_gang(
+        &pg.spec,
+        5,
+        &resources(JOB_GANG)
+    ));
     assert_plan!(pg.spec.queue.as_deref(), Some("research"));
     let owner = &pg.metadata.owner_references.as_ref().unwrap()[0];
     assert_plan!(
@@ -216,7 +220,11 @@ fn http_mode_counts_no_submitter_resources() {
     let Plan::Create(pg) = plan else {
         panic!("expected Create, got {plan:?}")
     };
-    assert!(!sizing::pod_group_differs(&pg, 5, &resources(CLUSTER_GANG)));
+    assert!(sizing::pod_group_holds_gang(
+        &pg.spec,
+        5,
+        &resources(CLUSTER_GANG)
+    ));
 }
 
 #[test]
@@ -322,7 +330,11 @@ fn a_standalone_cluster_gets_its_own_group_zeroed_while_suspended() {
         panic!("expected Create, got {plan:?}")
     };
     assert_plan!(pg.metadata.name.as_deref(), Some("ray-raycluster-pg"));
-    assert!(!sizing::pod_group_differs(&pg, 5, &resources(CLUSTER_GANG)));
+    assert!(sizing::pod_group_holds_gang(
+        &pg.spec,
+        5,
+        &resources(CLUSTER_GANG)
+    ));
     let mut live = ours(5, CLUSTER_GANG);
     live.metadata.name = Some("ray-raycluster-pg".into());
     assert_plan!(

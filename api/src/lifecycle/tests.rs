@@ -1301,8 +1301,15 @@ fn fields_unknown_to_raygates_types_reach_the_cluster_the_pods_and_the_submitter
     );
 
     // The user's submitter template.
-    let submitter =
-        submitter_job(&job, "demo-fghjk-head-svc:8265", "demo-abcde", true, false).unwrap();
+    let submitter = submitter_job(
+        &job,
+        &stored.spec,
+        "demo-fghjk-head-svc:8265",
+        "demo-abcde",
+        true,
+        false,
+    )
+    .unwrap();
     let submitter_object = submitter_job_object(&raw, &job, &submitter);
     let pod_spec = &submitter_object["spec"]["template"]["spec"];
     assert_eq!(pod_spec["futurePodField"], "submitter-value");
