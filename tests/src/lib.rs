@@ -18,6 +18,7 @@
 //! * [`kuberay`] runs a test's own KubeRay operator for its namespaces;
 //! * [`runner`] holds the pure parts of the `submitter-runner` binary.
 
+mod cleanup;
 pub mod env;
 pub mod examples;
 pub mod kuberay;

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::{Event, Namespace, Pod, ServiceAccount};
-use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::api::{ListParams, ObjectMeta, PostParams};
 use kube::{Api, Client};
 use raygate_api::volcano::PodGroup;
 
@@ -207,37 +207,9 @@ impl TestNamespace {
 }
 
 impl Drop for TestNamespace {
-    /// Deletes the namespace from a separate thread and runtime: the test's runtime may be the
-    /// one being dropped (or be unwinding from a panic), so it cannot be used here.
+    /// Deletes the namespace; the namespace controller then removes everything in it.
     fn drop(&mut self) {
-        let name = self.name.clone();
-        let config = self.config.clone();
-        let deleted = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            runtime.block_on(async {
-                let client = Client::try_from(config)?;
-                match Api::<Namespace>::all(client)
-                    .delete(&name, &DeleteParams::background())
-                    .await
-                {
-                    // The test deleted it itself.
-                    Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-                    Err(e) => Err(e.into()),
-                    Ok(_) => anyhow::Ok(()),
-                }
-            })
-        })
-        .join();
-        match deleted {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => eprintln!("deleting test namespace {}: {e:#}", self.name),
-            Err(_) => eprintln!(
-                "deleting test namespace {}: the deleting thread panicked",
-                self.name
-            ),
-        }
+        crate::cleanup::delete_on_drop::<Namespace>(&self.config, &self.name);
     }
 }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Toleration};
-use kube::api::{DeleteParams, PostParams};
+use kube::api::PostParams;
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
@@ -107,34 +107,7 @@ pub fn placement(pool: &str) -> (BTreeMap<String, String>, Vec<Toleration>) {
 }
 
 impl Drop for FakeNode {
-    /// Deletes the node from a separate thread and runtime, as [`TestNamespace`] does.
     fn drop(&mut self) {
-        let name = self.name.clone();
-        let config = self.config.clone();
-        let deleted = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            runtime.block_on(async {
-                let client = Client::try_from(config)?;
-                match Api::<Node>::all(client)
-                    .delete(&name, &DeleteParams::background())
-                    .await
-                {
-                    Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-                    Err(e) => Err(e.into()),
-                    Ok(_) => anyhow::Ok(()),
-                }
-            })
-        })
-        .join();
-        match deleted {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => eprintln!("deleting test node {}: {e:#}", self.name),
-            Err(_) => eprintln!(
-                "deleting test node {}: the deleting thread panicked",
-                self.name
-            ),
-        }
+        crate::cleanup::delete_on_drop::<Node>(&self.config, &self.name);
     }
 }
