@@ -404,16 +404,22 @@ fn mutating_webhooks(namespace: &str, client: &WebhookClient) -> Value {
         keys::MUTATE_PODS_PATH,
         json!([{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "Namespaced"}]),
     );
-    // Only Ray Pods reach raygate: heads and workers carry `ray.io/node-type`, a RayJob's
-    // submitter Pods `ray.io/originated-from-crd=RayJob`; mirror Pods are never mutated.
+    // Only Ray Pods and Job Pods reach raygate: heads and workers carry `ray.io/node-type`,
+    // raygate's submitter Pods `ray.io/originated-from-crd=RayJob`; KubeRay's submitter Pods
+    // carry no Ray label, only the Job controller's `batch.kubernetes.io/job-name` and its
+    // ownerReference (raygate allows those of ordinary Jobs unchanged). Mirror Pods are never
+    // mutated.
     pods["matchConditions"] = json!([
         {
-            "name": "ray-pod",
+            "name": "ray-or-job-pod",
             "expression": format!(
                 "has(object.metadata.labels) && ('{node_type}' in object.metadata.labels || \
-                 ('{origin}' in object.metadata.labels && object.metadata.labels['{origin}'] == 'RayJob'))",
+                 ('{origin}' in object.metadata.labels && object.metadata.labels['{origin}'] == 'RayJob') || \
+                 ('{job_name}' in object.metadata.labels && has(object.metadata.ownerReferences) && \
+                 object.metadata.ownerReferences.exists(o, o.kind == 'Job' && o.apiVersion == 'batch/v1')))",
                 node_type = keys::RAY_NODE_TYPE_LABEL,
                 origin = keys::ORIGINATED_FROM_CRD_LABEL,
+                job_name = keys::JOB_NAME_LABEL,
             ),
         },
         {
