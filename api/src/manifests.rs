@@ -15,8 +15,9 @@
 //! * **Blast radius of `failurePolicy: Fail`.** Both webhook configurations only select
 //!   namespaces labelled `raygate.io/scheduler=volcano` and never `kube-system` or raygate's own
 //!   namespace (by the tamper-resistant `kubernetes.io/metadata.name` label), and the Pod webhook
-//!   only sees Ray Pods (`matchConditions` on KubeRay's labels, mirror Pods skipped): while raygate
-//!   is down nothing else in the cluster is affected.
+//!   only sees Ray Pods and Job Pods (`matchConditions` on KubeRay's labels and the Job
+//!   controller's, mirror Pods skipped): while raygate is down only Ray objects and Jobs of
+//!   opted-in namespaces are affected.
 //! * **Hardened Pods.** Two replicas spread over nodes with a PodDisruptionBudget, non-root,
 //!   read-only root file system, no capabilities, `RuntimeDefault` seccomp, requests and limits,
 //!   probes on `/healthz` and `/readyz`.
