@@ -57,6 +57,9 @@ pub const FT_ENABLED_ANNOTATION: &str = "ray.io/ft-enabled";
 /// Annotation with the legacy GCS fault-tolerance storage namespace (KubeRay).
 pub const EXTERNAL_STORAGE_NAMESPACE_ANNOTATION: &str = "ray.io/external-storage-namespace";
 
+/// Label the Job controller puts on every Pod of a batch/v1 Job, naming the Job (Kubernetes).
+pub const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
+
 /// Annotation the kubelet puts on mirror Pods of static Pods (Kubernetes).
 pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 

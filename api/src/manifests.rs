@@ -15,8 +15,9 @@
 //! * **Blast radius of `failurePolicy: Fail`.** Both webhook configurations only select
 //!   namespaces labelled `raygate.io/scheduler=volcano` and never `kube-system` or raygate's own
 //!   namespace (by the tamper-resistant `kubernetes.io/metadata.name` label), and the Pod webhook
-//!   only sees Ray Pods (`matchConditions` on KubeRay's labels, mirror Pods skipped): while raygate
-//!   is down nothing else in the cluster is affected.
+//!   only sees Ray Pods and Job Pods (`matchConditions` on KubeRay's labels and the Job
+//!   controller's, mirror Pods skipped): while raygate is down only Ray objects and Jobs of
+//!   opted-in namespaces are affected.
 //! * **Hardened Pods.** Two replicas spread over nodes with a PodDisruptionBudget, non-root,
 //!   read-only root file system, no capabilities, `RuntimeDefault` seccomp, requests and limits,
 //!   probes on `/healthz` and `/readyz`.
@@ -404,16 +405,22 @@ fn mutating_webhooks(namespace: &str, client: &WebhookClient) -> Value {
         keys::MUTATE_PODS_PATH,
         json!([{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "Namespaced"}]),
     );
-    // Only Ray Pods reach raygate: heads and workers carry `ray.io/node-type`, a RayJob's
-    // submitter Pods `ray.io/originated-from-crd=RayJob`; mirror Pods are never mutated.
+    // Only Ray Pods and Job Pods reach raygate: heads and workers carry `ray.io/node-type`,
+    // raygate's submitter Pods `ray.io/originated-from-crd=RayJob`; KubeRay's submitter Pods
+    // carry no Ray label, only the Job controller's `batch.kubernetes.io/job-name` and its
+    // ownerReference (raygate allows those of ordinary Jobs unchanged). Mirror Pods are never
+    // mutated.
     pods["matchConditions"] = json!([
         {
-            "name": "ray-pod",
+            "name": "ray-or-job-pod",
             "expression": format!(
                 "has(object.metadata.labels) && ('{node_type}' in object.metadata.labels || \
-                 ('{origin}' in object.metadata.labels && object.metadata.labels['{origin}'] == 'RayJob'))",
+                 ('{origin}' in object.metadata.labels && object.metadata.labels['{origin}'] == 'RayJob') || \
+                 ('{job_name}' in object.metadata.labels && has(object.metadata.ownerReferences) && \
+                 object.metadata.ownerReferences.exists(o, o.kind == 'Job' && o.apiVersion == 'batch/v1')))",
                 node_type = keys::RAY_NODE_TYPE_LABEL,
                 origin = keys::ORIGINATED_FROM_CRD_LABEL,
+                job_name = keys::JOB_NAME_LABEL,
             ),
         },
         {

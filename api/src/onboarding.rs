@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation, ReplaceOperation};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde_json::Value;
 
 use crate::keys;
@@ -123,6 +123,49 @@ pub fn cluster_ray_job<'a>(
         })
         .map(|owner| owner.name.as_str())
         .or_else(|| originating_ray_job(cluster_labels))
+}
+
+/// The batch/v1 Job that controls a Pod: the Pod's controller ownerReference of kind `Job`,
+/// named as its [`keys::JOB_NAME_LABEL`] label says (the Job controller sets both). `None` for
+/// every other Pod.
+///
+/// KubeRay v1.5.0 labels a RayJob's submitter Job but not the Job's Pod template, so its
+/// submitter Pod is known only through this Job (see [`submitter_job_ray_job`]).
+pub fn controlling_job<'a>(
+    pod_labels: &'a Labels,
+    pod_owner_references: &'a [OwnerReference],
+) -> Option<&'a str> {
+    let name = label(pod_labels, keys::JOB_NAME_LABEL)?;
+    pod_owner_references
+        .iter()
+        .any(|owner| {
+            owner.controller == Some(true)
+                && owner.kind == "Job"
+                && owner.api_version == "batch/v1"
+                && owner.name == name
+        })
+        .then_some(name)
+}
+
+/// The RayJob whose submitter `job` (a Job's metadata) is: `ray_job` (the RayJob named as the
+/// Job, which is how KubeRay and raygate name a submitter Job) when the Job's controller
+/// ownerReference is that very RayJob (kind, `ray.io` group, name and UID). `None` for an
+/// ordinary Job, and for a leftover Job of a deleted RayJob that a new one of the same name
+/// replaced.
+pub fn submitter_job_ray_job<'a>(job: &ObjectMeta, ray_job: &'a ObjectMeta) -> Option<&'a str> {
+    let name = ray_job.name.as_deref().filter(|n| !n.is_empty())?;
+    let uid = ray_job.uid.as_deref().filter(|u| !u.is_empty())?;
+    job.owner_references
+        .iter()
+        .flatten()
+        .any(|owner| {
+            owner.controller == Some(true)
+                && owner.kind == "RayJob"
+                && owner.api_version.starts_with("ray.io/")
+                && owner.name == name
+                && owner.uid == uid
+        })
+        .then_some(name)
 }
 
 /// Where a Pod belongs in Volcano, as the caller resolved it.
@@ -371,6 +414,83 @@ mod tests {
         assert_eq!(gang_owner_of_cluster_job(&pod, Some("demo")), Some("demo"));
         assert_eq!(gang_owner_of_cluster_job(&pod, Some("")), Some("c"));
         assert_eq!(gang_owner_of_cluster_job(&pod, None), Some("c"));
+    }
+
+    fn controller(api_version: &str, kind: &str, name: &str, uid: &str) -> OwnerReference {
+        OwnerReference {
+            uid: uid.into(),
+            controller: Some(true),
+            ..owner(api_version, kind, name)
+        }
+    }
+
+    #[test]
+    fn a_job_pod_is_known_by_its_controlling_job() {
+        let pod = labels(&[("batch.kubernetes.io/job-name", "demo")]);
+        let by_job = [controller("batch/v1", "Job", "demo", "j")];
+        assert_eq!(controlling_job(&pod, &by_job), Some("demo"));
+        // Not the controller, another kind or group, another name, or no label: not a Job Pod.
+        assert_eq!(
+            controlling_job(&pod, &[owner("batch/v1", "Job", "demo")]),
+            None
+        );
+        assert_eq!(
+            controlling_job(&pod, &[controller("example.com/v1", "Job", "demo", "j")]),
+            None
+        );
+        assert_eq!(
+            controlling_job(&pod, &[controller("apps/v1", "ReplicaSet", "demo", "r")]),
+            None
+        );
+        assert_eq!(
+            controlling_job(&pod, &[controller("batch/v1", "Job", "other", "j")]),
+            None
+        );
+        assert_eq!(controlling_job(&labels(&[]), &by_job), None);
+        assert_eq!(controlling_job(&pod, &[]), None);
+    }
+
+    fn meta(name: &str, uid: &str, owners: Vec<OwnerReference>) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name.into()),
+            uid: Some(uid.into()),
+            owner_references: Some(owners),
+            ..ObjectMeta::default()
+        }
+    }
+
+    #[test]
+    fn a_job_is_a_submitter_only_of_the_rayjob_that_controls_it() {
+        let ray_job = meta("demo", "rj-1", vec![]);
+        let submitter = meta(
+            "demo",
+            "job-1",
+            vec![controller("ray.io/v1", "RayJob", "demo", "rj-1")],
+        );
+        assert_eq!(submitter_job_ray_job(&submitter, &ray_job), Some("demo"));
+        // An ordinary Job that happens to share the RayJob's name.
+        let ordinary = meta("demo", "job-2", vec![]);
+        assert_eq!(submitter_job_ray_job(&ordinary, &ray_job), None);
+        // Owned, but not as controller; by another group's RayJob; by a CronJob.
+        for owners in [
+            vec![owner("ray.io/v1", "RayJob", "demo")],
+            vec![controller("example.com/v1", "RayJob", "demo", "rj-1")],
+            vec![controller("batch/v1", "CronJob", "demo", "rj-1")],
+        ] {
+            assert_eq!(
+                submitter_job_ray_job(&meta("demo", "job-3", owners.clone()), &ray_job),
+                None,
+                "{owners:?}"
+            );
+        }
+        // The Job of a deleted RayJob, now replaced by a new one of the same name.
+        let recreated = meta("demo", "rj-2", vec![]);
+        assert_eq!(submitter_job_ray_job(&submitter, &recreated), None);
+        // A RayJob without a UID (never the case for a stored object) matches nothing.
+        assert_eq!(
+            submitter_job_ray_job(&submitter, &meta("demo", "", vec![])),
+            None
+        );
     }
 
     #[test]

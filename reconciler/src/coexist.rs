@@ -11,7 +11,6 @@
 //! gang at once. Observations are live GETs, so a stale cache never sizes a gang.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -28,38 +27,14 @@ use raygate_api::ray::v1::{RayCluster, RayJob};
 use raygate_api::volcano::PodGroup;
 use tracing::Instrument;
 
-use crate::context::{Context, NamespaceScope};
+use crate::context::{
+    Context, ERROR_REQUEUE, Error, NamespaceScope, STEADY_REQUEUE, api_error, error_policy,
+};
 
 /// Name of the RayJob PodGroup controller (metrics label, logs).
 pub const RAYJOB_NAME: &str = "rayjob-podgroup";
 /// Name of the RayCluster PodGroup controller (metrics label, logs).
 pub const RAYCLUSTER_NAME: &str = "raycluster-podgroup";
-
-/// Requeue after a failed reconcile.
-const ERROR_REQUEUE: Duration = Duration::from_secs(2);
-/// Steady-state requeue: watches carry every change; this only repairs a missed event.
-const STEADY_REQUEUE: Duration = Duration::from_secs(300);
-
-/// Why one reconcile failed.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// A read or write against the API server failed.
-    #[error("{action}: {source}")]
-    Api {
-        /// What was being done, e.g. `create PodGroup ray-demo-pg`.
-        action: String,
-        /// The API error.
-        source: kube::Error,
-    },
-    /// The object has no namespace or name (never true for objects from a watch).
-    #[error("object without namespace or name")]
-    Unnamed,
-}
-
-fn api_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
-    let action = action.into();
-    move |source| Error::Api { action, source }
-}
 
 /// The RayJob PodGroup controller, for [`crate::controllers`].
 pub fn rayjob_controller() -> crate::Controller {
@@ -152,10 +127,6 @@ struct Shared {
     recorder: Recorder,
 }
 
-fn error_policy<K>(_object: Arc<K>, _error: &Error, _shared: Arc<Shared>) -> Action {
-    Action::requeue(ERROR_REQUEUE)
-}
-
 async fn reconcile_rayjob(job: Arc<RayJob>, shared: Arc<Shared>) -> Result<Action, Error> {
     let key = format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any());
     let span = tracing::info_span!("reconcile", controller = RAYJOB_NAME, object = %key);
@@ -166,7 +137,7 @@ async fn reconcile_rayjob(job: Arc<RayJob>, shared: Arc<Shared>) -> Result<Actio
             async {
                 let (Some(namespace), Some(name)) = (job.namespace(), job.metadata.name.clone())
                 else {
-                    return Err(Error::Unnamed);
+                    return Err(Error::Unnamed { kind: "RayJob" });
                 };
                 if !in_scope(&shared.ctx, &namespace) {
                     return Ok(Action::await_change());
@@ -200,7 +171,6 @@ async fn reconcile_rayjob(job: Arc<RayJob>, shared: Arc<Shared>) -> Result<Actio
         )
         .instrument(span)
         .await
-        .inspect_err(|e| tracing::warn!(object = %key, error = %e, "reconcile failed"))
 }
 
 async fn reconcile_raycluster(
@@ -221,7 +191,7 @@ async fn reconcile_raycluster(
                 let (Some(namespace), Some(name)) =
                     (cluster.namespace(), cluster.metadata.name.clone())
                 else {
-                    return Err(Error::Unnamed);
+                    return Err(Error::Unnamed { kind: "RayCluster" });
                 };
                 if !in_scope(&shared.ctx, &namespace)
                     || coexist::cluster_ray_job(&cluster).is_some()
@@ -244,7 +214,6 @@ async fn reconcile_raycluster(
         )
         .instrument(span)
         .await
-        .inspect_err(|e| tracing::warn!(object = %key, error = %e, "reconcile failed"))
 }
 
 /// Only KubeRay-run namespaces opted into Volcano; everything else is not this mode's.

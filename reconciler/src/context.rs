@@ -1,21 +1,116 @@
 //! What every controller shares: the client, the configuration, metrics, the cached
-//! Namespaces and the shutdown signal.
+//! Namespaces and the shutdown signal, and how a failed reconcile is reported and retried.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::ListParams;
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client};
+use kube::{Api, Client, Resource, ResourceExt};
 use raygate_api::coexist;
 use raygate_api::validation::ReconcilerKind;
 use tokio::sync::watch;
 
 use crate::Config;
+use crate::dashboard::DashboardError;
 use crate::metrics::Metrics;
+
+/// Steady-state requeue, as KubeRay's `RAYCLUSTER_DEFAULT_REQUEUE_SECONDS_ENV` default: the
+/// watches carry every change, this only repairs a missed event.
+pub const STEADY_REQUEUE: Duration = Duration::from_secs(300);
+/// Requeue after a failed reconcile.
+pub const ERROR_REQUEUE: Duration = Duration::from_secs(2);
+/// Requeue after a conflict: the object changed under the pass, which is retried at once on
+/// the new version.
+pub const CONFLICT_REQUEUE: Duration = Duration::from_millis(500);
+
+/// Why one reconcile failed; the controller retries it ([`error_policy`]).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A read or write against the API server failed.
+    #[error("{action}: {source}")]
+    Api {
+        /// What was being done, e.g. `create PodGroup ray-demo-pg`.
+        action: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// The object has no namespace or name (never true for objects from a watch).
+    #[error("{kind} without namespace or name")]
+    Unnamed {
+        /// The object's kind.
+        kind: &'static str,
+    },
+    /// The object changed since it was read; the pass is retried on the new version.
+    #[error("the {kind} changed while it was being reconciled (resourceVersion {seen} → {now})")]
+    Stale {
+        /// The object's kind.
+        kind: &'static str,
+        /// The version decided on.
+        seen: String,
+        /// The current version.
+        now: String,
+    },
+    /// A call to the Ray dashboard failed.
+    #[error(transparent)]
+    Dashboard(#[from] DashboardError),
+    /// A built object is not a Kubernetes object (a builder bug).
+    #[error("{what}: the built object is not valid: {reason}")]
+    Build {
+        /// The object.
+        what: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl Error {
+    /// Whether the pass lost a race with another writer (stale object or HTTP 409), which a
+    /// quick retry on the new version resolves.
+    pub fn is_conflict(&self) -> bool {
+        match self {
+            Error::Stale { .. } => true,
+            Error::Api {
+                source: kube::Error::Api(status),
+                ..
+            } => status.code == 409,
+            _ => false,
+        }
+    }
+}
+
+/// Maps a client error to [`Error::Api`] with what was being done.
+pub fn api_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+    let action = action.into();
+    move |source| Error::Api { action, source }
+}
+
+/// Whether a client error is an API status with HTTP code `code`.
+pub fn is_status(error: &kube::Error, code: u16) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == code)
+}
+
+/// The error policy of every controller: logs the failure with the object's key and retries
+/// it, soon after a conflict ([`CONFLICT_REQUEUE`]), else after [`ERROR_REQUEUE`].
+pub fn error_policy<K: Resource, S>(object: Arc<K>, error: &Error, _shared: Arc<S>) -> Action {
+    let key = format!(
+        "{}/{}",
+        object.namespace().unwrap_or_default(),
+        object.name_any()
+    );
+    if error.is_conflict() {
+        tracing::debug!(object = %key, %error, "retrying on a newer version");
+        Action::requeue(CONFLICT_REQUEUE)
+    } else {
+        tracing::warn!(object = %key, %error, "reconcile failed");
+        Action::requeue(ERROR_REQUEUE)
+    }
+}
 
 /// A signal that fires once, when the process (or its leadership) ends; cheap to clone.
 #[derive(Clone)]
@@ -169,5 +264,56 @@ impl Context {
             NamespaceScope::Plain
         };
         Some((reconciler, scope))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::core::Status;
+
+    use super::*;
+
+    fn api(code: u16) -> Error {
+        api_error("patch RayJob ns/demo")(kube::Error::Api(Box::new(
+            Status::failure("refused", "Reason").with_code(code),
+        )))
+    }
+
+    #[test]
+    fn conflicts_are_retried_soon_and_other_failures_later() {
+        let object = Arc::new(ConfigMap::default());
+        let stale = Error::Stale {
+            kind: "RayJob",
+            seen: "1".into(),
+            now: "2".into(),
+        };
+        for conflict in [stale, api(409)] {
+            assert!(conflict.is_conflict(), "{conflict}");
+            assert_eq!(
+                error_policy(object.clone(), &conflict, Arc::new(())),
+                Action::requeue(CONFLICT_REQUEUE)
+            );
+        }
+        for failure in [api(500), api(404), Error::Unnamed { kind: "RayCluster" }] {
+            assert!(!failure.is_conflict(), "{failure}");
+            assert_eq!(
+                error_policy(object.clone(), &failure, Arc::new(())),
+                Action::requeue(ERROR_REQUEUE)
+            );
+        }
+    }
+
+    #[test]
+    fn messages_name_the_kind_and_the_action() {
+        assert_eq!(
+            Error::Unnamed { kind: "RayJob" }.to_string(),
+            "RayJob without namespace or name"
+        );
+        assert!(api(500).to_string().starts_with("patch RayJob ns/demo: "));
+        assert!(is_status(
+            &kube::Error::Api(Box::new(Status::failure("gone", "NotFound").with_code(404))),
+            404
+        ));
     }
 }

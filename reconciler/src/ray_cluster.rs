@@ -11,7 +11,6 @@
 //! reconciled; any other value (e.g. Kueue's MultiKueue) hands the cluster to that manager.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use json_patch::jsonptr::PointerBuf;
@@ -33,54 +32,12 @@ use raygate_api::volcano::PodGroup;
 use serde_json::Value;
 use tracing::Instrument;
 
-use crate::context::{Context, NamespaceScope};
+use crate::context::{
+    Context, Error, NamespaceScope, STEADY_REQUEUE, api_error, error_policy, is_status,
+};
 
 /// The controller's name (metrics label, logs).
 pub const NAME: &str = "raycluster";
-
-/// Steady-state requeue, as KubeRay's `RAYCLUSTER_DEFAULT_REQUEUE_SECONDS_ENV` default.
-const STEADY_REQUEUE: Duration = Duration::from_secs(300);
-/// Requeue after a failed reconcile.
-const ERROR_REQUEUE: Duration = Duration::from_secs(2);
-
-/// Why one reconcile failed.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// A read or write against the API server failed.
-    #[error("{action}: {source}")]
-    Api {
-        /// What was being done, e.g. `create Pod demo-head-x7k2p`.
-        action: String,
-        /// The API error.
-        source: kube::Error,
-    },
-    /// The RayCluster has no namespace or name (never true for objects from a watch).
-    #[error("RayCluster without namespace or name")]
-    Unnamed,
-    /// The RayCluster changed since it was read; the pass is retried on the new version.
-    #[error(
-        "the RayCluster changed while it was being reconciled (resourceVersion {seen} → {now})"
-    )]
-    Stale {
-        /// The version decided on.
-        seen: String,
-        /// The current version.
-        now: String,
-    },
-    /// A built object is not a Kubernetes object (a builder bug).
-    #[error("{what}: the built object is not valid: {reason}")]
-    Build {
-        /// The object.
-        what: String,
-        /// Why.
-        reason: String,
-    },
-}
-
-fn api_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
-    let action = action.into();
-    move |source| Error::Api { action, source }
-}
 
 /// The RayCluster controller, for [`crate::controllers`].
 pub fn controller() -> crate::Controller {
@@ -121,10 +78,6 @@ struct Shared {
     recorder: Arc<Recorder>,
 }
 
-fn error_policy(_cluster: Arc<RayCluster>, _error: &Error, _shared: Arc<Shared>) -> Action {
-    Action::requeue(ERROR_REQUEUE)
-}
-
 async fn reconcile(cluster: Arc<RayCluster>, shared: Arc<Shared>) -> Result<Action, Error> {
     let key = format!(
         "{}/{}",
@@ -140,13 +93,12 @@ async fn reconcile(cluster: Arc<RayCluster>, shared: Arc<Shared>) -> Result<Acti
         )
         .instrument(span)
         .await
-        .inspect_err(|e| tracing::warn!(object = %key, error = %e, "reconcile failed"))
 }
 
 async fn reconcile_inner(cluster: Arc<RayCluster>, shared: Arc<Shared>) -> Result<Action, Error> {
     let ctx = &shared.ctx;
     let (Some(namespace), Some(name)) = (cluster.namespace(), cluster.metadata.name.clone()) else {
-        return Err(Error::Unnamed);
+        return Err(Error::Unnamed { kind: "RayCluster" });
     };
     if cluster.metadata.deletion_timestamp.is_some() {
         // Children go with the cluster through their ownerReferences.
@@ -281,10 +233,6 @@ async fn write_status(
     Ok(())
 }
 
-fn is_status(error: &kube::Error, code: u16) -> bool {
-    matches!(error, kube::Error::Api(status) if status.code == code)
-}
-
 /// Carries out one action; on failure returns KubeRay's failure reason and the error.
 /// The RayCluster as stored (its JSON, unknown fields included), at the version decided on.
 async fn stored(
@@ -304,6 +252,7 @@ async fn stored(
         .map_err(api_error(format!("get RayCluster {name}")))?;
     if current.resource_version() != cluster.resource_version() {
         return Err(Error::Stale {
+            kind: "RayCluster",
             seen: cluster.resource_version().unwrap_or_default(),
             now: current.resource_version().unwrap_or_default(),
         });

@@ -33,7 +33,7 @@ use raygate_api::volcano::PodGroup;
 use serde_json::{Value, json};
 use tracing::{Instrument, debug, info, info_span, warn};
 
-use crate::context::{Context, NamespaceScope};
+use crate::context::{Context, Error, NamespaceScope, api_error, error_policy, is_status};
 use crate::dashboard::{AddressResolver, Dashboard, DashboardError};
 
 /// The controller's name (metrics label, logs).
@@ -41,63 +41,6 @@ pub const NAME: &str = "rayjob";
 
 /// How long each dashboard call may take (KubeRay: 2 s direct).
 const DASHBOARD_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Why a pass failed; the controller retries it.
-#[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
-    /// An API call failed.
-    #[error("{action}: {source}")]
-    Kube {
-        /// What was being done.
-        action: String,
-        /// The API error.
-        source: kube::Error,
-    },
-    /// The RayJob changed since it was read; the pass is retried on the new version.
-    #[error("the RayJob changed while it was being reconciled (resourceVersion {seen} → {now})")]
-    Stale {
-        /// The version decided on.
-        seen: String,
-        /// The current version.
-        now: String,
-    },
-    /// A dashboard call failed.
-    #[error(transparent)]
-    Dashboard(#[from] DashboardError),
-    /// The object has no namespace or name.
-    #[error("RayJob without namespace or name")]
-    Unnamed,
-    /// A built object is not a Kubernetes object (a builder bug).
-    #[error("{what}: the built object is not valid: {reason}")]
-    Build {
-        /// The object.
-        what: String,
-        /// Why.
-        reason: String,
-    },
-}
-
-impl ReconcileError {
-    fn is_conflict(&self) -> bool {
-        match self {
-            ReconcileError::Stale { .. } => true,
-            ReconcileError::Kube {
-                source: kube::Error::Api(status),
-                ..
-            } => status.code == 409,
-            _ => false,
-        }
-    }
-}
-
-fn kube_err(action: impl Into<String>) -> impl FnOnce(kube::Error) -> ReconcileError {
-    let action = action.into();
-    move |source| ReconcileError::Kube { action, source }
-}
-
-fn is_status(error: &kube::Error, code: u16) -> bool {
-    matches!(error, kube::Error::Api(status) if status.code == code)
-}
 
 /// `Ok(None)` for 404.
 fn optional<T>(result: Result<T, kube::Error>) -> Result<Option<T>, kube::Error> {
@@ -170,17 +113,6 @@ fn run_all(ctx: Arc<Context>) -> BoxFuture<'static, ()> {
     })
 }
 
-fn error_policy(job: Arc<RayJob>, error: &ReconcileError, _: Arc<Shared>) -> Requeue {
-    let key = format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any());
-    if error.is_conflict() {
-        debug!(rayjob = %key, %error, "retrying on a newer version");
-        Requeue::requeue(Duration::from_millis(500))
-    } else {
-        warn!(rayjob = %key, %error, "reconcile failed");
-        Requeue::requeue(Duration::from_secs(5))
-    }
-}
-
 fn entropy() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
@@ -201,9 +133,9 @@ fn error_messages(findings: &[Finding]) -> Vec<String> {
         .collect()
 }
 
-async fn reconcile(job: Arc<RayJob>, shared: Arc<Shared>) -> Result<Requeue, ReconcileError> {
+async fn reconcile(job: Arc<RayJob>, shared: Arc<Shared>) -> Result<Requeue, Error> {
     let (Some(namespace), Some(name)) = (job.namespace(), job.metadata.name.clone()) else {
-        return Err(ReconcileError::Unnamed);
+        return Err(Error::Unnamed { kind: "RayJob" });
     };
     let span = info_span!("reconcile", controller = NAME, object = %format!("{namespace}/{name}"));
     let pass = Pass {
@@ -239,7 +171,7 @@ impl Pass<'_> {
         Api::namespaced(self.shared.ctx.client.clone(), self.namespace)
     }
 
-    async fn run(mut self) -> Result<Requeue, ReconcileError> {
+    async fn run(mut self) -> Result<Requeue, Error> {
         let job = self.job;
         let status = job.status.clone().unwrap_or_default();
         let mode = SubmissionMode::of(job);
@@ -264,19 +196,19 @@ impl Pass<'_> {
             None
         } else {
             optional(self.api::<RayCluster>().get(&cluster_name).await)
-                .map_err(kube_err(format!("get RayCluster {cluster_name}")))?
+                .map_err(api_error(format!("get RayCluster {cluster_name}")))?
         };
         let submitter =
             if mode == Some(SubmissionMode::K8sJob) && job.metadata.deletion_timestamp.is_none() {
                 optional(self.api::<Job>().get(self.name).await)
-                    .map_err(kube_err(format!("get Job {}", self.name)))?
+                    .map_err(api_error(format!("get Job {}", self.name)))?
             } else {
                 None
             };
         let pod_group = if volcano {
             let pg_name = keys::pod_group_name(self.name);
             optional(self.api::<PodGroup>().get(&pg_name).await)
-                .map_err(kube_err(format!("get PodGroup {pg_name}")))?
+                .map_err(api_error(format!("get PodGroup {pg_name}")))?
         } else {
             None
         };
@@ -289,7 +221,7 @@ impl Pass<'_> {
             self.api::<Pod>()
                 .list(&ListParams::default().labels(&selector))
                 .await
-                .map_err(kube_err("list the head Pod"))?
+                .map_err(api_error("list the head Pod"))?
                 .items
                 .into_iter()
                 .next()
@@ -301,7 +233,7 @@ impl Pass<'_> {
             self.api::<Service>()
                 .get_opt(&name)
                 .await
-                .map_err(kube_err(format!("get Service {name}")))?
+                .map_err(api_error(format!("get Service {name}")))?
         } else {
             None
         };
@@ -344,10 +276,7 @@ impl Pass<'_> {
     /// stale copy could create a cluster or submission for an identity that is no longer
     /// current, and the stored JSON carries the fields raygate's types do not know, which the
     /// RayCluster and submitter copy from it.
-    async fn ensure_fresh<'f>(
-        &self,
-        fresh: &'f mut Option<Value>,
-    ) -> Result<&'f Value, ReconcileError> {
+    async fn ensure_fresh<'f>(&self, fresh: &'f mut Option<Value>) -> Result<&'f Value, Error> {
         if fresh.is_none() {
             let current = Api::<DynamicObject>::namespaced_with(
                 self.shared.ctx.client.clone(),
@@ -356,10 +285,11 @@ impl Pass<'_> {
             )
             .get(self.name)
             .await
-            .map_err(kube_err("get the RayJob"))?;
+            .map_err(api_error("get the RayJob"))?;
             let now = current.resource_version().unwrap_or_default();
             if now != self.resource_version {
-                return Err(ReconcileError::Stale {
+                return Err(Error::Stale {
+                    kind: "RayJob",
                     seen: self.resource_version.clone(),
                     now,
                 });
@@ -381,7 +311,7 @@ impl Pass<'_> {
         )
     }
 
-    async fn set_finalizers(&mut self, finalizers: Vec<String>) -> Result<(), ReconcileError> {
+    async fn set_finalizers(&mut self, finalizers: Vec<String>) -> Result<(), Error> {
         let patch = json!({"metadata": {
             "resourceVersion": self.resource_version,
             "finalizers": finalizers,
@@ -390,16 +320,12 @@ impl Pass<'_> {
             .api::<RayJob>()
             .patch(self.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
-            .map_err(kube_err("update the RayJob's finalizers"))?;
+            .map_err(api_error("update the RayJob's finalizers"))?;
         self.resource_version = updated.resource_version().unwrap_or_default();
         Ok(())
     }
 
-    async fn execute(
-        &mut self,
-        action: Action,
-        fresh: &mut Option<Value>,
-    ) -> Result<(), ReconcileError> {
+    async fn execute(&mut self, action: Action, fresh: &mut Option<Value>) -> Result<(), Error> {
         let job = self.job;
         match action {
             Action::AddFinalizer => {
@@ -440,7 +366,7 @@ impl Pass<'_> {
                         .map(drop),
                     404,
                 )
-                .map_err(kube_err(format!("resize PodGroup {name}")))?;
+                .map_err(api_error(format!("resize PodGroup {name}")))?;
                 info!(pod_group = %name, min_member, "PodGroup resized");
             }
             Action::CreateRayCluster(cluster) => {
@@ -464,7 +390,7 @@ impl Pass<'_> {
                 self.api::<Service>()
                     .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await
-                    .map_err(kube_err(format!(
+                    .map_err(api_error(format!(
                         "point Service {name} at the current cluster"
                     )))?;
                 info!(service = %name, "Service points at the current cluster");
@@ -481,7 +407,7 @@ impl Pass<'_> {
                         .map(drop),
                     404,
                 )
-                .map_err(kube_err(format!("delete RayCluster {name}")))?;
+                .map_err(api_error(format!("delete RayCluster {name}")))?;
                 info!(cluster = %name, "RayCluster deleted");
             }
             Action::SuspendWorkerGroups { name, groups } => {
@@ -498,7 +424,7 @@ impl Pass<'_> {
                         .map(drop),
                     404,
                 )
-                .map_err(kube_err(format!("suspend the worker groups of {name}")))?;
+                .map_err(api_error(format!("suspend the worker groups of {name}")))?;
             }
             Action::CreateSubmitterJob(submitter) => {
                 let raw = self.ensure_fresh(fresh).await?;
@@ -521,7 +447,7 @@ impl Pass<'_> {
                     self.api::<Job>().delete(&name, &params).await.map(drop),
                     404,
                 )
-                .map_err(kube_err(format!("delete Job {name}")))?;
+                .map_err(api_error(format!("delete Job {name}")))?;
             }
             Action::SubmitRayJob {
                 dashboard_url,
@@ -556,7 +482,7 @@ impl Pass<'_> {
                         .map(drop),
                     404,
                 )
-                .map_err(kube_err("delete the RayJob"))?;
+                .map_err(api_error("delete the RayJob"))?;
                 info!("RayJob deleted");
             }
             Action::UpdateStatus(status) => {
@@ -572,7 +498,7 @@ impl Pass<'_> {
                     .api::<RayJob>()
                     .patch_status(self.name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await
-                    .map_err(kube_err("update the RayJob status"))?;
+                    .map_err(api_error("update the RayJob status"))?;
                 self.resource_version = updated.resource_version().unwrap_or_default();
                 info!(
                     deployment = status.job_deployment_status.as_deref().unwrap_or_default(),
@@ -594,7 +520,7 @@ impl Pass<'_> {
         object: &K,
         what: &str,
         failure_reason: Option<&str>,
-    ) -> Result<(), ReconcileError>
+    ) -> Result<(), Error>
     where
         K: Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
     {
@@ -606,7 +532,7 @@ impl Pass<'_> {
             self.event(true, reason, format!("Failed to create {what}: {e}"))
                 .await;
         }
-        created.map_err(kube_err(format!("create {what}")))?;
+        created.map_err(api_error(format!("create {what}")))?;
         info!("{what} created");
         Ok(())
     }
@@ -635,8 +561,8 @@ impl Pass<'_> {
 }
 
 /// A built object as the `DynamicObject` to create.
-fn dynamic(object: Value, what: &str) -> Result<DynamicObject, ReconcileError> {
-    serde_json::from_value(object).map_err(|e| ReconcileError::Build {
+fn dynamic(object: Value, what: &str) -> Result<DynamicObject, Error> {
+    serde_json::from_value(object).map_err(|e| Error::Build {
         what: what.to_string(),
         reason: e.to_string(),
     })

@@ -92,6 +92,7 @@ fn world() -> Preloaded {
             ..ObjectMeta::default()
         }],
         ray_jobs: vec![],
+        jobs: vec![],
         queues: vec![queue("default"), queue("batch")],
         queue_policies: vec![],
     }

@@ -1,6 +1,7 @@
 //! Informer caches of what admission decisions depend on: Namespaces (opt-in label, default
 //! queue), RayClusters and RayJobs (a Pod's gang owner and its queue and priority labels),
-//! Volcano Queues and raygate's QueuePolicies (Ray object admission rules).
+//! RayJobs' submitter Jobs (a KubeRay submitter Pod's RayJob), Volcano Queues and raygate's
+//! QueuePolicies (Ray object admission rules).
 //!
 //! Lookups read the cache first. A miss falls back to one GET against the API server when a
 //! client is configured: a Pod is often created milliseconds after its RayCluster, before the
@@ -15,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{PartialObjectMeta, PartialObjectMetaExt};
@@ -22,6 +24,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Resource};
+use raygate_api::keys;
 use raygate_api::queue_policy::QueuePolicy;
 use raygate_api::ray::v1::{RayCluster, RayJob};
 use raygate_api::volcano::Queue;
@@ -110,6 +113,8 @@ pub struct Preloaded {
     pub ray_clusters: Vec<ObjectMeta>,
     /// Metadata of RayJobs.
     pub ray_jobs: Vec<ObjectMeta>,
+    /// Metadata of RayJobs' submitter Jobs.
+    pub jobs: Vec<ObjectMeta>,
     /// Volcano Queues.
     pub queues: Vec<Queue>,
     /// QueuePolicies.
@@ -122,9 +127,10 @@ pub struct Caches {
     namespaces: Store<Namespace>,
     ray_clusters: Store<PartialObjectMeta<RayCluster>>,
     ray_jobs: Store<PartialObjectMeta<RayJob>>,
+    jobs: Store<PartialObjectMeta<Job>>,
     queues: Store<Queue>,
     queue_policies: Store<QueuePolicy>,
-    statuses: Arc<[Arc<CacheStatus>; 5]>,
+    statuses: Arc<[Arc<CacheStatus>; 6]>,
     client: Option<Client>,
 }
 
@@ -134,15 +140,24 @@ const RAY_CLUSTERS: usize = 1;
 const RAY_JOBS: usize = 2;
 const QUEUES: usize = 3;
 const QUEUE_POLICIES: usize = 4;
+const JOBS: usize = 5;
 
-fn new_statuses() -> Arc<[Arc<CacheStatus>; 5]> {
+fn new_statuses() -> Arc<[Arc<CacheStatus>; 6]> {
     Arc::new([
         CacheStatus::new("namespaces"),
         CacheStatus::new("rayclusters"),
         CacheStatus::new("rayjobs"),
         CacheStatus::new("queues"),
         CacheStatus::new("queuepolicies"),
+        CacheStatus::new("jobs"),
     ])
+}
+
+/// The label selector of the Jobs cache: KubeRay and raygate label every submitter Job they
+/// create `ray.io/originated-from-crd=RayJob`, so only those are held, not every Job in the
+/// cluster.
+fn submitter_jobs_selector() -> String {
+    format!("{}=RayJob", keys::ORIGINATED_FROM_CRD_LABEL)
 }
 
 impl Caches {
@@ -162,23 +177,32 @@ impl Caches {
             Api::<PartialObjectMeta<RayJob>>::all(client.clone()),
             statuses[RAY_JOBS].clone(),
         );
+        let (jobs, watch_jobs) = watched_with(
+            Api::<PartialObjectMeta<Job>>::all(client.clone()),
+            watcher::Config::default().labels(&submitter_jobs_selector()),
+            statuses[JOBS].clone(),
+        );
         let (queues, watch_queues) =
             watched(Api::<Queue>::all(client.clone()), statuses[QUEUES].clone());
         let (queue_policies, watch_queue_policies) = watched(
             Api::<QueuePolicy>::all(client.clone()),
             statuses[QUEUE_POLICIES].clone(),
         );
-        let run = futures::future::join5(
-            watch_namespaces,
-            watch_ray_clusters,
-            watch_ray_jobs,
-            watch_queues,
-            watch_queue_policies,
+        let run = futures::future::join(
+            futures::future::join5(
+                watch_namespaces,
+                watch_ray_clusters,
+                watch_ray_jobs,
+                watch_queues,
+                watch_queue_policies,
+            ),
+            watch_jobs,
         );
         let caches = Caches {
             namespaces,
             ray_clusters,
             ray_jobs,
+            jobs,
             queues,
             queue_policies,
             statuses,
@@ -209,6 +233,13 @@ impl Caches {
                     .ray_jobs
                     .into_iter()
                     .map(|m| m.into_response_partial::<RayJob>())
+                    .collect(),
+            ),
+            jobs: filled(
+                objects
+                    .jobs
+                    .into_iter()
+                    .map(|m| m.into_response_partial::<Job>())
                     .collect(),
             ),
             queues: filled(objects.queues),
@@ -261,6 +292,29 @@ impl Caches {
         name: &str,
     ) -> Result<Option<ObjectMeta>, LookupError> {
         self.metadata(&self.ray_jobs, namespace, name).await
+    }
+
+    /// A RayJob's metadata from the cache only (no fallback GET); `None` when it is not cached.
+    ///
+    /// For a Pod that may be a KubeRay submitter ([`raygate_api::onboarding::controlling_job`]):
+    /// KubeRay creates the submitter Job only once the RayJob's cluster is ready, long after
+    /// the RayJob reached the cache, so a miss means an ordinary Job, and ordinary Job Pods
+    /// cost no API request.
+    pub fn cached_ray_job(&self, namespace: &str, name: &str) -> Option<ObjectMeta> {
+        self.ray_jobs
+            .get(&ObjectRef::new(name).within(namespace))
+            .map(|found| found.metadata.clone())
+    }
+
+    /// A submitter Job's metadata; `None` when it does not exist. Jobs without the
+    /// `ray.io/originated-from-crd=RayJob` label are not cached and are read from the API
+    /// server (the Job of a RayJob's name that is not its submitter, a rare case).
+    pub async fn job(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<ObjectMeta>, LookupError> {
+        self.metadata(&self.jobs, namespace, name).await
     }
 
     /// A Volcano Queue from the cache (no fallback: Queues are created long before the
@@ -324,8 +378,21 @@ where
     K: Resource + Clone + Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
+    watched_with(api, watcher::Config::default(), status)
+}
+
+/// [`watched`] with a watch configuration (e.g. a label selector).
+fn watched_with<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    status: Arc<CacheStatus>,
+) -> (Store<K>, impl Future<Output = ()> + Send + 'static)
+where
+    K: Resource + Clone + Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
     let (store, writer) = reflector::store();
-    let events = reflector::reflector(writer, watcher::watcher(api, watcher::Config::default()));
+    let events = reflector::reflector(writer, watcher::watcher(api, config));
     (store, drive(events, status))
 }
 

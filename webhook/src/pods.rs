@@ -1,12 +1,16 @@
-//! Pod CREATE mutation: Ray Pods in opted-in namespaces join their Volcano gang.
+//! Pod CREATE mutation: Ray Pods in opted-in namespaces join their Volcano gang, and so do
+//! KubeRay's submitter Pods, which carry no Ray label: they are known by their Job, which a
+//! RayJob controls.
 //!
 //! The decisions (role, gang owner, the patch) are `raygate_api::onboarding`'s; this module
 //! only gathers the facts they need from the request and the caches.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use raygate_api::keys;
 use raygate_api::onboarding::{
-    GangMembership, Labels, RayPodRole, cluster_ray_job, gang_owner_of_cluster_job, is_mirror_pod,
-    namespace_opted_in, onboarding_patch, originating_ray_job, ray_pod_role,
+    GangMembership, Labels, RayPodRole, cluster_ray_job, controlling_job,
+    gang_owner_of_cluster_job, is_mirror_pod, namespace_opted_in, onboarding_patch,
+    originating_ray_job, ray_pod_role, submitter_job_ray_job,
 };
 use serde_json::Value;
 
@@ -28,12 +32,27 @@ pub fn string_map(object: &Value, map: &str) -> Labels {
         .unwrap_or_default()
 }
 
+/// The Pod's `metadata.ownerReferences`, read leniently: malformed ones count as none.
+fn owner_references(pod: &Value) -> Vec<OwnerReference> {
+    pod.pointer("/metadata/ownerReferences")
+        .and_then(|owners| serde_json::from_value(owners.clone()).ok())
+        .unwrap_or_default()
+}
+
 fn unavailable(error: LookupError) -> Verdict {
     Verdict::deny(Denial {
         code: 503,
         reason: "ServiceUnavailable",
         message: format!("{error}; raygate cannot place this Pod in its gang, retry"),
     })
+}
+
+/// What a Pod under review may be, from its own labels and ownerReferences.
+enum Candidate<'a> {
+    /// A Ray Pod (head, worker, or a submitter labelled as one).
+    Ray(RayPodRole),
+    /// A Pod of the named Job, which may be a RayJob's submitter Job.
+    JobPod(&'a str),
 }
 
 /// The verdict on a Pod review.
@@ -54,8 +73,13 @@ pub async fn review_pod(caches: &Caches, request: &AdmissionRequest) -> Verdict 
         ));
     };
     let pod_labels = string_map(pod, "labels");
-    let Some(role) = ray_pod_role(&pod_labels) else {
-        return Verdict::allow();
+    let owners = owner_references(pod);
+    let candidate = match ray_pod_role(&pod_labels) {
+        Some(role) => Candidate::Ray(role),
+        None => match controlling_job(&pod_labels, &owners) {
+            Some(job) => Candidate::JobPod(job),
+            None => return Verdict::allow(),
+        },
     };
     if is_mirror_pod(&string_map(pod, "annotations")) {
         return Verdict::allow();
@@ -80,6 +104,25 @@ pub async fn review_pod(caches: &Caches, request: &AdmissionRequest) -> Verdict 
         Ok(None) => return Verdict::allow(),
         Err(error) => return unavailable(error),
     }
+    let role = match candidate {
+        Candidate::Ray(role) => role,
+        // Onboarded only when the Job is a RayJob's submitter, silently left alone otherwise
+        // (an ordinary Job in an opted-in namespace is none of raygate's business).
+        Candidate::JobPod(job) => {
+            return match submitter_membership(caches, namespace, job).await {
+                Ok(Some(membership)) => {
+                    let onboarding = onboarding_patch(pod, &membership);
+                    Verdict {
+                        denial: None,
+                        patch: onboarding.patch,
+                        warnings: onboarding.warnings,
+                    }
+                }
+                Ok(None) => Verdict::allow(),
+                Err(error) => unavailable(error),
+            };
+        }
+    };
     match membership(caches, namespace, &pod_labels, &role).await {
         Ok(Some((membership, mut warnings))) => {
             let onboarding = onboarding_patch(pod, &membership);
@@ -100,6 +143,28 @@ pub async fn review_pod(caches: &Caches, request: &AdmissionRequest) -> Verdict 
         },
         Err(error) => unavailable(error),
     }
+}
+
+/// The gang of a Pod of Job `job`, when that Job is the submitter of a RayJob that still
+/// exists: KubeRay names the submitter Job after its RayJob and makes the RayJob its controller.
+async fn submitter_membership(
+    caches: &Caches,
+    namespace: &str,
+    job: &str,
+) -> Result<Option<GangMembership>, LookupError> {
+    let Some(ray_job) = caches.cached_ray_job(namespace, job) else {
+        return Ok(None);
+    };
+    let Some(job) = caches.job(namespace, job).await? else {
+        return Ok(None);
+    };
+    Ok(submitter_job_ray_job(&job, &ray_job).map(|owner| {
+        GangMembership::new(
+            owner,
+            &RayPodRole::Submitter,
+            ray_job.labels.as_ref().unwrap_or(&Labels::new()),
+        )
+    }))
 }
 
 /// The Pod's gang, resolved through its RayCluster and RayJob, with warnings about what could

@@ -126,14 +126,51 @@ fn world() -> Preloaded {
                 ],
                 vec![],
             ),
-            meta("ml", "train-x7k2p", &[], vec![job_owner]),
+            meta("ml", "train-x7k2p", &[], vec![job_owner.clone()]),
         ],
-        ray_jobs: vec![meta(
-            "ml",
-            "train",
-            &[("volcano.sh/queue-name", "batch")],
-            vec![],
-        )],
+        ray_jobs: vec![
+            ObjectMeta {
+                uid: Some("job-uid".into()),
+                ..meta("ml", "train", &[("volcano.sh/queue-name", "batch")], vec![])
+            },
+            // A RayJob that shares its name with an ordinary Job (`shadow`).
+            ObjectMeta {
+                uid: Some("shadow-uid".into()),
+                ..meta("ml", "shadow", &[], vec![])
+            },
+        ],
+        // KubeRay's submitter Job of RayJob `train` (named after it, controlled by it), an
+        // ordinary Job named like RayJob `shadow`, and the Job of a RayJob `gone` that no
+        // longer exists.
+        jobs: vec![
+            meta(
+                "ml",
+                "train",
+                &[
+                    ("ray.io/originated-from-crd", "RayJob"),
+                    ("ray.io/originated-from-cr-name", "train"),
+                ],
+                vec![OwnerReference {
+                    controller: Some(true),
+                    ..job_owner.clone()
+                }],
+            ),
+            meta("ml", "shadow", &[], vec![]),
+            meta(
+                "ml",
+                "gone",
+                &[
+                    ("ray.io/originated-from-crd", "RayJob"),
+                    ("ray.io/originated-from-cr-name", "gone"),
+                ],
+                vec![OwnerReference {
+                    name: "gone".into(),
+                    uid: "gone-uid".into(),
+                    controller: Some(true),
+                    ..job_owner.clone()
+                }],
+            ),
+        ],
         queues: vec![
             queue("default", "Open"),
             queue("research", "Open"),
@@ -484,6 +521,83 @@ async fn pods_of_a_rayjobs_cluster_and_its_submitter_join_the_rayjobs_gang() {
         submitter["metadata"]["annotations"]["scheduling.k8s.io/group-name"],
         "ray-train-pg"
     );
+    server.shut_down().await;
+}
+
+/// A Pod of Job `job` as the Job controller creates it: its labels and controller
+/// ownerReference only (KubeRay v1.5.0 puts no Ray label on its submitter's Pod template).
+fn job_pod(job: &str) -> Value {
+    json!({
+        "metadata": {
+            "name": format!("{job}-abcde"),
+            "labels": {"batch.kubernetes.io/job-name": job, "job-name": job,
+                       "batch.kubernetes.io/controller-uid": "u"},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": "u",
+                                 "controller": true, "blockOwnerDeletion": true}],
+        },
+        "spec": {"containers": [{"name": "ray-job-submitter", "image": "rayproject/ray"}]},
+    })
+}
+
+#[tokio::test]
+async fn kuberays_unlabelled_submitter_pod_joins_its_rayjobs_gang_through_its_job() {
+    let server = Server::start(default_limits()).await;
+    let pod = job_pod("train");
+    let response = server
+        .review("/mutate/pods", pod_request("k", "ml", pod.clone()))
+        .await;
+    assert_eq!(response["allowed"], true, "{response}");
+    let submitter = patched(&pod, &response);
+    assert_eq!(submitter["spec"]["schedulerName"], "volcano");
+    assert_eq!(
+        submitter["metadata"]["annotations"],
+        json!({"scheduling.k8s.io/group-name": "ray-train-pg", "volcano.sh/task-spec": "submittergroup"})
+    );
+    assert_eq!(
+        submitter["metadata"]["labels"]["volcano.sh/queue-name"],
+        "batch"
+    );
+    assert_eq!(submitter["metadata"]["labels"]["job-name"], "train");
+    // Idempotent: the patched Pod reviewed again (reinvocation) needs nothing more.
+    let again = server
+        .review("/mutate/pods", pod_request("k2", "ml", submitter))
+        .await;
+    assert!(again.get("patch").is_none(), "{again}");
+    server.shut_down().await;
+}
+
+#[tokio::test]
+async fn pods_of_jobs_that_are_no_rayjobs_submitter_are_allowed_unchanged() {
+    let server = Server::start(default_limits()).await;
+    let mut not_the_controller = job_pod("train");
+    not_the_controller["metadata"]["ownerReferences"][0]["controller"] = json!(false);
+    let cases = [
+        // No RayJob of the Job's name.
+        ("ml", job_pod("nightly")),
+        // A RayJob of that name exists, but it does not control the Job.
+        ("ml", job_pod("shadow")),
+        // The Job's RayJob no longer exists.
+        ("ml", job_pod("gone")),
+        // The Pod is not controlled by the Job its label names.
+        ("ml", not_the_controller),
+        // A RayJob's submitter Pod in a namespace that did not opt in.
+        ("web", job_pod("train")),
+    ];
+    for (namespace, pod) in cases {
+        let name = pod["metadata"]["name"].clone();
+        let response = server
+            .review("/mutate/pods", pod_request("j", namespace, pod))
+            .await;
+        assert_eq!(response["allowed"], true, "{namespace}/{name}: {response}");
+        assert!(
+            response.get("patch").is_none(),
+            "{namespace}/{name}: {response}"
+        );
+        assert!(
+            response.get("warnings").is_none(),
+            "{namespace}/{name}: {response}"
+        );
+    }
     server.shut_down().await;
 }
 

@@ -20,6 +20,12 @@
 //!    warnings, so that a queue closed later, a policy tightened later or a rule added later
 //!    never blocks finalizer or label edits of objects that were admitted before.
 //!
+//! The foundation rules that depend on which controller runs the object (`unsupported-*`, only
+//! for raygate's reconciler) follow the namespace: its `raygate.io/reconciler` label when set,
+//! else the process-wide `--reconciler` ([`crate::coexist::namespace_reconciler`], the same
+//! resolution raygate's reconciler uses). An invalid label value keeps the process-wide
+//! setting: the reconciler leaves such a namespace alone, so nothing more is known.
+//!
 //! RayClusters created by a RayJob (label `ray.io/originated-from-crd=RayJob`) belong to the
 //! RayJob's gang: only the foundation rules apply to them, because the RayJob was already checked.
 //!
@@ -39,6 +45,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use crate::check::{RayKind, type_meta};
+use crate::coexist::namespace_reconciler;
 use crate::finding::{Finding, Severity};
 use crate::keys;
 use crate::queue_policy::{
@@ -92,7 +99,8 @@ pub struct RayObjectReview<'a> {
     pub queues: &'a dyn QueueLookup,
     /// Every QueuePolicy in the cluster; the review selects those that match the namespace.
     pub policies: &'a [Arc<QueuePolicy>],
-    /// Feature gates and reconciler kind for the foundation rules.
+    /// Feature gates, and the reconciler kind of namespaces without a valid
+    /// `raygate.io/reconciler` label, for the foundation rules.
     pub context: &'a ValidationContext,
 }
 
@@ -160,6 +168,17 @@ pub fn review_ray_object(review: RayObjectReview<'_>) -> Admission {
     };
     let empty = BTreeMap::new();
     let namespace_labels = namespace.labels.as_ref().unwrap_or(&empty);
+    let namespace_context;
+    let context = match namespace_reconciler(Some(namespace_labels), context.reconciler) {
+        Ok(reconciler) if reconciler != context.reconciler => {
+            namespace_context = ValidationContext {
+                reconciler,
+                ..context.clone()
+            };
+            &namespace_context
+        }
+        _ => context,
+    };
     let object_labels = rules::labels(&object);
     let governed = namespace_opted_in(namespace_labels)
         && !(kind == RayKind::RayCluster

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::finding::Severity;
 use crate::queue_policy::QueuePolicySpec;
+use crate::validation::ReconcilerKind;
 use crate::volcano::{QueueSpec, QueueStatus};
 
 fn queue(name: &str, state: Option<&str>, capability: &[(&str, &str)]) -> (String, Arc<Queue>) {
@@ -773,6 +774,57 @@ fn foundation_rules_still_apply() {
         "{:?}",
         admission.denial()
     );
+}
+
+/// The `unsupported-*` rules that fire on a RayJob with in-tree autoscaling, reviewed with the
+/// process-wide reconciler `default` in a namespace with `reconciler_label` (if any).
+fn unsupported_rules(default: ReconcilerKind, reconciler_label: Option<&str>) -> Vec<String> {
+    let mut autoscaled = job(&[(Q, "team-b")], 1);
+    autoscaled["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"] = json!(true);
+    let mut ns = namespace(true, None);
+    if let Some(value) = reconciler_label {
+        ns.labels
+            .get_or_insert_default()
+            .insert(keys::RECONCILER_LABEL.to_string(), value.to_string());
+    }
+    let queues = queues();
+    let context = ValidationContext {
+        reconciler: default,
+        ..ValidationContext::default()
+    };
+    review_ray_object(RayObjectReview {
+        operation: Operation::Create,
+        object: autoscaled,
+        old_object: None,
+        namespace: &ns,
+        queues: &queues,
+        policies: &[],
+        context: &context,
+    })
+    .findings
+    .into_iter()
+    .filter(|f| f.rule.starts_with("unsupported-"))
+    .map(|f| format!("{:?} {}", f.severity, f.rule))
+    .collect()
+}
+
+#[test]
+fn the_namespaces_reconciler_label_decides_what_is_unsupported() {
+    let denied = vec!["Error unsupported-in-tree-autoscaling".to_string()];
+    // The label wins over the process-wide setting, both ways.
+    assert_eq!(
+        unsupported_rules(ReconcilerKind::Kuberay, Some("raygate")),
+        denied
+    );
+    assert!(unsupported_rules(ReconcilerKind::Raygate, Some("kuberay")).is_empty());
+    // Without the label (or with one the reconciler does not know), the process-wide setting.
+    assert_eq!(unsupported_rules(ReconcilerKind::Raygate, None), denied);
+    assert!(unsupported_rules(ReconcilerKind::Kuberay, None).is_empty());
+    assert_eq!(
+        unsupported_rules(ReconcilerKind::Raygate, Some("KubeRay")),
+        denied
+    );
+    assert!(unsupported_rules(ReconcilerKind::Kuberay, Some("volcano")).is_empty());
 }
 
 #[test]

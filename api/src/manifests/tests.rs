@@ -322,6 +322,9 @@ fn webhooks_fail_closed_only_in_opted_in_namespaces_and_never_in_system_ones() {
         .map(|c| c["expression"].as_str().unwrap())
         .collect();
     assert!(conditions[0].contains("'ray.io/node-type' in object.metadata.labels"));
+    // KubeRay's submitter Pods are known by their Job only.
+    assert!(conditions[0].contains("'batch.kubernetes.io/job-name' in object.metadata.labels"));
+    assert!(conditions[0].contains("o.kind == 'Job' && o.apiVersion == 'batch/v1'"));
     assert!(conditions[1].contains("kubernetes.io/config.mirror"));
 }
 

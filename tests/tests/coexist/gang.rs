@@ -44,9 +44,7 @@ async fn the_same_rayjob_is_gang_scheduled_where_opted_in_and_plain_kuberay_else
     let owner = &group.metadata.owner_references.as_ref().expect("owned")[0];
     assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("RayJob", "pi"));
 
-    // Every Ray Pod KubeRay made (head, workers) joined the gang and was bound. KubeRay
-    // v1.5.0's submitter Pod carries no Ray label (only its Job has them), so the webhook's
-    // Ray-Pod match does not see it: it runs outside the gang (a known gap).
+    // Every Ray Pod KubeRay made (head, workers) joined the gang and was bound.
     let members = volcano
         .wait_for("head and 2 workers bound", SETTLE, || async {
             let ray_pods: Vec<_> = pods(&volcano)
@@ -112,6 +110,38 @@ async fn the_same_rayjob_is_gang_scheduled_where_opted_in_and_plain_kuberay_else
         );
         assert_eq!(annotation(pod, "volcano.sh/task-spec"), None, "{name}");
     }
+
+    // KubeRay v1.5.0's submitter Pod carries no Ray label (only its Job has them): the webhook
+    // knows it by its Job, which the RayJob controls, and it joins the gang too.
+    let submitter = volcano
+        .wait_for("KubeRay's submitter Pod bound", SETTLE, || async {
+            Ok(pods(&volcano).await.into_iter().find(|p| {
+                p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("batch.kubernetes.io/job-name"))
+                    .is_some_and(|job| job == "pi")
+                    && p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()
+            }))
+        })
+        .await;
+    let name = submitter.metadata.name.as_deref().unwrap_or_default();
+    let labels = submitter.metadata.labels.clone().unwrap_or_default();
+    assert!(
+        !labels.keys().any(|k| k.starts_with("ray.io/")),
+        "{name}: KubeRay v1.5.0 puts no Ray label on its submitter Pod: {labels:?}"
+    );
+    assert_eq!(scheduler(&submitter), "volcano", "{name}");
+    assert_eq!(
+        annotation(&submitter, "scheduling.k8s.io/group-name"),
+        Some("ray-pi-pg"),
+        "{name}"
+    );
+    assert_eq!(
+        annotation(&submitter, "volcano.sh/task-spec"),
+        Some("submittergroup"),
+        "{name}"
+    );
 
     // The real Ray head ran it, in both namespaces.
     wait_complete(&volcano, "pi").await;

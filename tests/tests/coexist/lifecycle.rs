@@ -1,5 +1,8 @@
-//! Suspension and deletion of KubeRay-run RayJobs leave no PodGroup holding resources
-//! (completion is checked by `gang`).
+//! Suspension, deletion and completion of KubeRay-run RayJobs leave no PodGroup holding
+//! resources, by the PodGroup's `minMember` / `minResources` and by Volcano's queue accounting:
+//! each RayJob runs in a queue of its own, whose `status.allocated` (what Volcano's scheduler
+//! writes back in v1.14; the per-phase PodGroup counters are no longer persisted) must show the
+//! gang's Pods while it runs and nothing afterwards.
 
 use kube::api::{DeleteParams, Patch, PatchParams};
 use raygate_e2e::kuberay::KubeRay;
@@ -7,18 +10,68 @@ use raygate_e2e::{Env, TestNamespace};
 use serde_json::json;
 
 use super::{
-    KUBERAY, OPT_IN, SETTLE, create, holds_nothing, job_state, pod_group, ray_api, ray_job,
+    KUBERAY, OPT_IN, SETTLE, create, delete_queue, holds_nothing, job_state, open_queue, pod_group,
+    queue_allocated, ray_api, ray_job, wait_complete,
 };
 
+/// Waits until queue `queue` shows the running gang: at least head + 2 workers' CPUs.
+async fn wait_gang_allocated(ns: &TestNamespace, queue: &str) {
+    let gang = "3".parse().expect("a quantity");
+    ns.wait_for(
+        &format!("queue {queue} to account for the running gang"),
+        SETTLE,
+        || async {
+            let allocated = queue_allocated(ns, queue).await?;
+            Ok(allocated
+                .get("cpu")
+                .is_some_and(|cpu| *cpu >= gang)
+                .then_some(()))
+        },
+    )
+    .await;
+}
+
+/// Waits until queue `queue` holds nothing and `group` holds nothing either.
+async fn wait_released(ns: &TestNamespace, queue: &str, group: &str) {
+    ns.wait_for(
+        &format!("queue {queue} and PodGroup {group} to hold nothing"),
+        SETTLE,
+        || async {
+            let allocated = queue_allocated(ns, queue).await?;
+            let group = pod_group(ns, group).await;
+            Ok((allocated.is_empty() && holds_nothing(group.as_ref())).then_some(()))
+        },
+    )
+    .await;
+}
+
 #[tokio::test]
-async fn suspending_and_deleting_a_kuberay_rayjob_releases_its_gang() {
+async fn suspending_deleting_and_completing_a_kuberay_rayjob_releases_its_gang_and_queue() {
     let env = Env::load();
     let ns = TestNamespace::with_labels(&env, "coexist-life", &[OPT_IN, KUBERAY]).await;
     let _kuberay = KubeRay::start(&env, &[&ns], None).await;
+    // One queue per RayJob, so that each one's accounting is its own.
+    let queues: Vec<String> = ["paused", "doomed", "brief"]
+        .into_iter()
+        .map(|job| format!("{}-{job}", ns.name()))
+        .collect();
+    for queue in &queues {
+        open_queue(&ns, queue).await;
+    }
     // Long enough to be suspended or deleted while it runs.
     let sleeper = "python -c 'import time; time.sleep(45)'";
-    create(&ns, ray_job("paused", sleeper, json!({}))).await;
-    create(&ns, ray_job("doomed", sleeper, json!({}))).await;
+    for ((name, entrypoint), queue) in [
+        ("paused", sleeper),
+        ("doomed", sleeper),
+        ("brief", "python -c 'print(1)'"),
+    ]
+    .into_iter()
+    .zip(&queues)
+    {
+        let mut job = ray_job(name, entrypoint, json!({}));
+        job["metadata"]["labels"] = json!({"volcano.sh/queue-name": queue});
+        create(&ns, job).await;
+    }
     for name in ["ray-paused-pg", "ray-doomed-pg"] {
         ns.wait_for(
             &format!("{name} sized for head + 2 workers"),
@@ -31,6 +84,8 @@ async fn suspending_and_deleting_a_kuberay_rayjob_releases_its_gang() {
         )
         .await;
     }
+    wait_gang_allocated(&ns, &queues[0]).await;
+    wait_gang_allocated(&ns, &queues[1]).await;
 
     // Suspend: KubeRay tears the cluster down; raygate zeroes the group at once.
     ray_api(&ns, "RayJob")
@@ -41,14 +96,7 @@ async fn suspending_and_deleting_a_kuberay_rayjob_releases_its_gang() {
         )
         .await
         .expect("suspending the RayJob");
-    ns.wait_for(
-        "the suspended RayJob's group to hold nothing",
-        SETTLE,
-        || async {
-            Ok(holds_nothing(pod_group(&ns, "ray-paused-pg").await.as_ref()).then_some(()))
-        },
-    )
-    .await;
+    wait_released(&ns, &queues[0], "ray-paused-pg").await;
     ns.wait_for("RayJob paused Suspended", SETTLE, || async {
         Ok((job_state(&ns, "paused").await?.0 == "Suspended").then_some(()))
     })
@@ -60,6 +108,10 @@ async fn suspending_and_deleting_a_kuberay_rayjob_releases_its_gang() {
         "{}",
         ns.dump().await
     );
+    let allocated = queue_allocated(&ns, &queues[0])
+        .await
+        .expect("reading the queue");
+    assert!(allocated.is_empty(), "{allocated:?}");
 
     // Delete: KubeRay's finalizer runs, then the group goes with its owner.
     ray_api(&ns, "RayJob")
@@ -73,4 +125,13 @@ async fn suspending_and_deleting_a_kuberay_rayjob_releases_its_gang() {
             .then_some(()))
     })
     .await;
+    wait_released(&ns, &queues[1], "ray-doomed-pg").await;
+
+    // Completion: the cluster is shut down after the job, the submitter Pod has finished.
+    wait_complete(&ns, "brief").await;
+    wait_released(&ns, &queues[2], "ray-brief-pg").await;
+
+    for queue in &queues {
+        delete_queue(&ns, queue).await;
+    }
 }

@@ -5,9 +5,12 @@
 //!
 //! * `gang`: the same RayJob is gang-scheduled by Volcano and completes with the real Ray head
 //!   in a Volcano namespace, and runs as plain KubeRay in an unlabelled one;
-//! * `lifecycle`: suspension, deletion and completion leave no PodGroup holding resources;
+//! * `lifecycle`: suspension, deletion and completion leave no PodGroup holding resources, and
+//!   Volcano's accounting of each RayJob's own queue back at nothing;
 //! * `oracle`: a KubeRay started with `--batch-scheduler=volcano` is detected and left alone,
 //!   and the PodGroups raygate sizes are compared with the ones that KubeRay sizes itself.
+//! * `validation`: the webhook refuses a feature raygate's reconciler lacks only where the
+//!   namespace's `raygate.io/reconciler` label hands the namespace to raygate.
 //!
 //! Each test starts its own KubeRay operators for its own namespaces.
 //! Run inside the environment: `tests/env/control-plane exec -- cargo test -p raygate-e2e --test coexist`.
@@ -15,14 +18,17 @@
 mod gang;
 mod lifecycle;
 mod oracle;
+mod validation;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
+};
 use raygate_api::quantity::ResourceQuantity;
-use raygate_api::volcano::PodGroup;
+use raygate_api::volcano::{PodGroup, Queue};
 use raygate_e2e::TestNamespace;
 use serde_json::{Value, json};
 
@@ -131,6 +137,53 @@ fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, ResourceQuantity> {
         .iter()
         .map(|(k, v)| (k.to_string(), v.parse().expect("a quantity")))
         .collect()
+}
+
+/// Creates Volcano Queue `name` (8 CPU / 32Gi, room for one gang and its submitter) and waits
+/// until Volcano has opened it.
+async fn open_queue(ns: &TestNamespace, name: &str) {
+    let queues = kube::Api::<Queue>::all(ns.client());
+    let queue: Queue = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": {"weight": 1, "reclaimable": false, "capability": {"cpu": "8", "memory": "32Gi"}}
+    }))
+    .expect("a Queue");
+    queues
+        .create(&PostParams::default(), &queue)
+        .await
+        .unwrap_or_else(|e| panic!("creating Queue {name}: {e}"));
+    ns.wait_for(&format!("Queue {name} Open"), SETTLE, || async {
+        let queue = queues.get(name).await?;
+        Ok((queue.status.and_then(|s| s.state).as_deref() == Some("Open")).then_some(()))
+    })
+    .await;
+}
+
+/// Deletes Volcano Queue `name` (cluster-scoped, so not deleted with the test's namespace).
+async fn delete_queue(ns: &TestNamespace, name: &str) {
+    kube::Api::<Queue>::all(ns.client())
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("deleting Queue {name}: {e}"));
+}
+
+/// Queue `name`'s `status.allocated` (what Volcano's scheduler accounts to the queue's bound
+/// Pods), by value, without zero quantities.
+async fn queue_allocated(
+    ns: &TestNamespace,
+    name: &str,
+) -> anyhow::Result<BTreeMap<String, ResourceQuantity>> {
+    let queue = kube::Api::<Queue>::all(ns.client()).get(name).await?;
+    let mut allocated = BTreeMap::new();
+    for (resource, quantity) in queue.status.and_then(|s| s.allocated).unwrap_or_default() {
+        let value = ResourceQuantity::try_from(&quantity)
+            .map_err(|e| anyhow::anyhow!("Queue {name} allocated[{resource}]: {e}"))?;
+        if value != ResourceQuantity::ZERO {
+            allocated.insert(resource, value);
+        }
+    }
+    Ok(allocated)
 }
 
 /// Whether the group holds nothing: no PodGroup, or `minMember` 0 and no resources.

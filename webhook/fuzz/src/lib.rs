@@ -71,6 +71,7 @@ pub fn world() -> Preloaded {
         ],
         ray_jobs: vec![from_json(json!({"name": "train", "namespace": "ml", "uid": "j-train",
             "labels": {keys::QUEUE_LABEL: "batch"}}))],
+        jobs: vec![],
         queues: vec![
             queue("default", Some("Open"), json!({})),
             queue("batch", Some("Open"), json!({"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "2"})),
