@@ -1,5 +1,7 @@
 //! With the webhook down, Ray Pod creation in opted-in namespaces fails visibly (failurePolicy
-//! Fail), and so does Ray object creation there, while other Pods and other namespaces are
+//! Fail), and so does Ray object creation there. So does the creation of Job Pods there: the
+//! match condition cannot tell a RayJob's submitter Pod (KubeRay leaves it unlabelled) from
+//! another Job's, a trade-off `docs/reconciler.md` states. Other Pods and other namespaces are
 //! unaffected (their Ray objects are validated with failurePolicy Ignore); after a restart it
 //! works again.
 
@@ -31,6 +33,24 @@ async fn webhook(action: &str) {
     );
 }
 
+/// A Pod as the Job controller creates it for Job `job`: its job-name label and its controller
+/// ownerReference, nothing Ray.
+fn job_pod(job: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {
+            "name": format!("{job}-x7k2p"),
+            "labels": {"batch.kubernetes.io/job-name": job, "job-name": job},
+            "ownerReferences": [{
+                "apiVersion": "batch/v1", "kind": "Job", "name": job,
+                "uid": "0b6f5a8e-3c1d-4e59-9a57-6d0f2b8c4e11",
+                "controller": true, "blockOwnerDeletion": true,
+            }],
+        },
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]},
+    }))
+    .unwrap()
+}
+
 fn plain_pod(name: &str) -> Pod {
     serde_json::from_value(json!({
         "metadata": {"name": name, "labels": {"app": "web"}},
@@ -40,7 +60,7 @@ fn plain_pod(name: &str) -> Pod {
 }
 
 #[tokio::test]
-async fn with_the_webhook_down_only_ray_pods_in_opted_in_namespaces_are_refused() {
+async fn with_the_webhook_down_only_ray_and_job_pods_in_opted_in_namespaces_are_refused() {
     let _alone = WEBHOOK.write().await;
     let env = Env::load();
     let opted_in =
@@ -69,6 +89,24 @@ async fn with_the_webhook_down_only_ray_pods_in_opted_in_namespaces_are_refused(
             .create(&PostParams::default(), &plain_pod("web"))
             .await
             .expect("a non-Ray Pod in the opted-in namespace is not affected");
+        let refused = opted_in
+            .api::<Pod>()
+            .create(&PostParams::default(), &job_pod("nightly"))
+            .await
+            .expect_err(
+                "a Job's Pod in an opted-in namespace is refused while the webhook is down",
+            );
+        assert!(
+            refused
+                .to_string()
+                .contains("failed calling webhook \"pods.raygate.io\""),
+            "{refused}"
+        );
+        plain
+            .api::<Pod>()
+            .create(&PostParams::default(), &job_pod("nightly"))
+            .await
+            .expect("a Job's Pod in an unlabelled namespace is not affected");
         plain
             .api::<Pod>()
             .create(
