@@ -1416,7 +1416,9 @@ const SERVED: [(&str, &str); 4] = [
 
 /// A schema with what the ray.io CRDs have few or none of: defaults under
 /// `additionalProperties` and array items, nullable members, an enum over objects, CEL rules,
-/// required members with defaults.
+/// required members with defaults, and defaults the schema rejects (`retries` below its
+/// minimum, an item default with an unknown field), so that validating filled-in defaults is
+/// pinned too.
 fn synthetic_with_defaults() -> Node {
     let props: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps =
         serde_json::from_value(json!({
@@ -1429,10 +1431,11 @@ fn synthetic_with_defaults() -> Node {
                     "required": ["mode"],
                     "properties": {
                         "mode": {"type": "string", "default": "a", "enum": ["a", "b"]},
+                        "retries": {"type": "integer", "minimum": 5, "default": 1},
                         "limits": {"type": "object", "additionalProperties":
                             {"type": "integer", "default": 1, "minimum": 0}},
                         "list": {"type": "array", "maxItems": 3, "items":
-                            {"type": "object", "default": {"x": null},
+                            {"type": "object", "default": {"x": null, "z": 1},
                              "properties": {"x": {"type": "integer", "default": 7},
                                             "y": {"type": "string", "nullable": true}}}},
                         "pair": {"type": "object", "enum": [{"a": 1}, {"a": 2}],
