@@ -652,3 +652,44 @@ pub struct HeadInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_name: Option<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn boxed_pod_templates_and_head_service_keep_their_json_shape() {
+        let written = json!({
+            "apiVersion": "ray.io/v1",
+            "kind": "RayJob",
+            "metadata": {"name": "demo"},
+            "spec": {
+                "submitterPodTemplate": {"spec": {"containers": [{"name": "submit"}]}},
+                "rayClusterSpec": {
+                    "headGroupSpec": {
+                        "headService": {"apiVersion": "v1", "kind": "Service",
+                                    "metadata": {"name": "head-svc"}},
+                        "template": {"spec": {"containers": [{"name": "head", "image": "ray"}]}}
+                    },
+                    "workerGroupSpecs": [{
+                        "groupName": "w",
+                        "template": {"metadata": {"labels": {"a": "b"}},
+                                     "spec": {"containers": [{"name": "w"}]}}
+                    }]
+                }
+            }
+        });
+        let job: RayJob = serde_json::from_value(written.clone()).expect("decodes");
+        let cluster = job.spec.ray_cluster_spec.as_ref().expect("cluster spec");
+        assert_eq!(
+            cluster
+                .head_group_spec
+                .head_service
+                .as_ref()
+                .map(|s| s.metadata.name.as_deref()),
+            Some(Some("head-svc"))
+        );
+        assert_eq!(serde_json::to_value(&job).expect("encodes"), written);
+    }
+}
