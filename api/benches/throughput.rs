@@ -1,8 +1,9 @@
 //! Validation + sizing throughput on a 10,000-object manifest, single-threaded.
 //!
 //! Run with `cargo bench -p raygate-api --bench throughput` (`RAYGATE_BENCH_ONLY=<phase>` to
-//! run one phase, `RAYGATE_BENCH_RUNS=<n>` to change the number of runs, e.g. to 1 under
-//! `valgrind --tool=callgrind`). Prints, per phase, the median
+//! run the phases whose name contains it, `RAYGATE_BENCH_RUNS=<n>` to change the number of
+//! runs, e.g. to 1 under `valgrind --tool=callgrind`; `api/benches/instructions.sh` does that
+//! for each phase and prints instructions per object). Prints, per phase, the median
 //! objects per second over several runs with the fastest and slowest run, so the phases can be
 //! compared side by side on the same machine in the same run.
 
@@ -10,7 +11,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use raygate_api::check::check_object;
-use raygate_api::input::parse_documents;
+use raygate_api::input::{Document, parse_documents};
 use raygate_api::validation::ValidationContext;
 use serde_json::Value;
 
@@ -158,6 +159,13 @@ fn first_check(value: Value, ctx: &ValidationContext) -> bool {
     check_object(value, ctx).is_some()
 }
 
+/// Parses a whole file into objects. Never inlined, for callgrind's `--toggle-collect`
+/// (`throughput::parse`, which then counts the parse without freeing the objects).
+#[inline(never)]
+fn parse(name: &str, text: &str) -> Vec<Document> {
+    parse_documents(name, text).unwrap_or_default()
+}
+
 /// Parses, checks and sizes a whole file. Never inlined, for callgrind's `--toggle-collect`
 /// (`throughput::whole_file`).
 #[inline(never)]
@@ -222,13 +230,13 @@ fn main() {
         "parse JSON",
         count,
         || (),
-        |()| parse_documents("bench.json", &json).map_or(0, |d| d.len()),
+        |()| parse("bench.json", &json).len(),
     );
     measure(
         "parse YAML",
         count,
         || (),
-        |()| parse_documents("bench.yaml", &yaml).map_or(0, |d| d.len()),
+        |()| parse("bench.yaml", &yaml).len(),
     );
     for (format, name, text) in [("JSON", "bench.json", &json), ("YAML", "bench.yaml", &yaml)] {
         measure(

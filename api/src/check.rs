@@ -124,16 +124,7 @@ pub fn check_object(mut object: Value, ctx: &ValidationContext) -> Option<Checke
             .or_insert_with(|| Value::Object(Default::default()));
     }
     let (api_version, kind) = (api_version.as_str(), kind.as_str());
-    let mut findings = Vec::new();
-    if let Err(e) = crd::apply_defaults(api_version, kind, &mut object) {
-        findings.push(Finding::error(
-            "schema-defaults",
-            "",
-            e.to_string(),
-            Compat::Kuberay,
-        ));
-    }
-    findings.extend(crd::validate_schema(api_version, kind, &object));
+    let mut findings = crd::default_and_validate(api_version, kind, &mut object);
     let typed = if findings.iter().any(Finding::is_error) {
         None
     } else {

@@ -7,6 +7,7 @@
 //! rather than taken from `kube_quantity`, which has no decimal-exponent forms (`1e3`) and does
 //! not print Kubernetes' canonical form.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::fmt;
 use std::ops::{Add, AddAssign};
@@ -209,7 +210,12 @@ fn scale_to_nanos(
     scale: Scale,
 ) -> Result<i128, ParseQuantityError> {
     // Work on a digit string with an implied decimal exponent: value = digits × 10^exp10.
-    let digits = format!("{int_part}{frac_part}");
+    // Most quantities have no fraction: their digits are borrowed, not copied.
+    let digits: Cow<'_, str> = if frac_part.is_empty() {
+        Cow::Borrowed(int_part)
+    } else {
+        Cow::Owned(format!("{int_part}{frac_part}"))
+    };
     let digits = digits.trim_start_matches('0');
     let frac_len = i32::try_from(frac_part.len()).map_err(|_| ParseQuantityError)?;
     if digits.is_empty() {

@@ -209,7 +209,7 @@ pub fn cluster_gang(spec: &RayClusterSpec, field: &str) -> Result<GangSize, Sizi
 /// KubeRay's default is shared, not copied.
 pub fn submitter_resources(job: &RayJob) -> Result<Cow<'static, Resources>, SizingError> {
     let mode = job.spec.submission_mode.as_deref().unwrap_or("K8sJobMode");
-    match (mode, job.spec.submitter_pod_template.as_ref()) {
+    match (mode, job.spec.submitter_pod_template.as_deref()) {
         ("K8sJobMode", Some(PodTemplateSpec { spec, .. })) => Ok(Cow::Owned(pod_resources(
             spec.as_ref(),
             "spec.submitterPodTemplate.spec",

@@ -168,7 +168,7 @@ fn head_ports(cluster: &RayCluster) -> Vec<ServicePort> {
 /// [`BuildOptions::head_cluster_ip`] or a non-ClusterIP `serviceType` is asked for.
 pub fn build_head_service(cluster: &RayCluster, options: &BuildOptions) -> Service {
     let custom = cluster.spec.head_group_spec.head_service.clone();
-    let mut service = custom.unwrap_or_default();
+    let mut service = custom.map_or_else(Service::default, |service| *service);
     let mut labels = service.metadata.labels.take().unwrap_or_default();
     let template_app_name = cluster
         .spec

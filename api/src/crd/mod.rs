@@ -35,6 +35,7 @@
 //! without a default are removed, then missing (or `null`, non-nullable) fields with a default
 //! are filled, recursing through `properties`, `additionalProperties` and `items`.
 //! [`validate_schema`] reports what kube-apiserver would reject, with its messages.
+//! [`default_and_validate`] does both in one walk of the object (what bulk checking uses).
 
 mod generate;
 mod pattern;
@@ -48,7 +49,7 @@ use schemars::{Schema, SchemaGenerator, json_schema};
 pub use generate::{crd_files, generate_crd_files, ray_crds, render_crds_yaml, webhook_conversion};
 pub use pattern::{CONDITION_REASON_PATTERN, CONDITION_TYPE_PATTERN, QUANTITY_PATTERN};
 pub use quantity::is_quantity;
-pub use validate::validate_schema;
+pub use validate::{default_and_validate, validate_schema};
 
 /// Schema of a field whose content raygate keeps but does not interpret.
 pub fn opaque_object(_: &mut SchemaGenerator) -> Schema {

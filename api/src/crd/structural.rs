@@ -48,7 +48,8 @@ pub(crate) fn prune_nulls(value: &mut Value, schema: &Node) {
     }
 }
 
-fn non_nullable_null(value: &Value, schema: &Node) -> bool {
+/// Whether `value` is a `null` the schema does not allow (defaulting replaces or prunes it).
+pub(crate) fn non_nullable_null(value: &Value, schema: &Node) -> bool {
     value.is_null() && !schema.nullable
 }
 

@@ -1382,6 +1382,161 @@ proptest! {
     }
 }
 
+/// Defaulting and validation in one walk against their definition: [`apply_defaults`], then
+/// [`validate_schema`] on the defaulted object; same object, same findings in the same order.
+fn assert_fused_walk_matches_two_calls(
+    api_version: &str,
+    kind: &str,
+    obj: &Value,
+) -> Result<(), TestCaseError> {
+    let mut two_calls = obj.clone();
+    let mut expected = Vec::new();
+    if let Err(e) = apply_defaults(api_version, kind, &mut two_calls) {
+        expected.push(Finding::error(
+            "schema-defaults",
+            "",
+            e.to_string(),
+            Compat::Kuberay,
+        ));
+    }
+    expected.extend(validate_schema(api_version, kind, &two_calls));
+    let mut one_walk = obj.clone();
+    let found = default_and_validate(api_version, kind, &mut one_walk);
+    prop_assert_eq!(&one_walk, &two_calls, "{} {}", api_version, kind);
+    prop_assert_eq!(found, expected, "{} {}", api_version, kind);
+    Ok(())
+}
+
+const SERVED: [(&str, &str); 4] = [
+    ("ray.io/v1", "RayJob"),
+    ("ray.io/v1", "RayCluster"),
+    ("ray.io/v1alpha1", "RayJob"),
+    ("ray.io/v1alpha1", "RayCluster"),
+];
+
+/// A schema with what the ray.io CRDs have few or none of: defaults under
+/// `additionalProperties` and array items, nullable members, an enum over objects, CEL rules,
+/// required members with defaults, and defaults the schema rejects (`retries` below its
+/// minimum, an item default with an unknown field), so that validating filled-in defaults is
+/// pinned too.
+fn synthetic_with_defaults() -> Node {
+    let props: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps =
+        serde_json::from_value(json!({
+            "type": "object",
+            "required": ["spec"],
+            "properties": {
+                "metadata": {"type": "object"},
+                "spec": {
+                    "type": "object",
+                    "required": ["mode"],
+                    "properties": {
+                        "mode": {"type": "string", "default": "a", "enum": ["a", "b"]},
+                        "retries": {"type": "integer", "minimum": 5, "default": 1},
+                        "limits": {"type": "object", "additionalProperties":
+                            {"type": "integer", "default": 1, "minimum": 0}},
+                        "list": {"type": "array", "maxItems": 3, "items":
+                            {"type": "object", "default": {"x": null, "z": 1},
+                             "properties": {"x": {"type": "integer", "default": 7},
+                                            "y": {"type": "string", "nullable": true}}}},
+                        "pair": {"type": "object", "enum": [{"a": 1}, {"a": 2}],
+                                 "properties": {"a": {"type": "integer", "default": 1}}},
+                        "deletionStrategy": {"type": "object",
+                            "x-kubernetes-validations": [{"rule":
+                                "(has(self.onSuccess) && has(self.onFailure)) || has(self.deletionRules)"}],
+                            "properties": {"onSuccess": {"type": "object", "default": {}},
+                                           "onFailure": {"type": "object"},
+                                           "deletionRules": {"type": "array", "nullable": true}}},
+                        "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+                    }
+                },
+                "status": {"type": "object", "nullable": true,
+                           "properties": {"n": {"type": "integer", "default": 0}}}
+            }
+        }))
+        .expect("valid schema");
+    Node::compile(&props)
+}
+
+proptest! {
+    #[test]
+    fn fused_walk_matches_two_calls_on_arbitrary_json(obj in arb_json()) {
+        for (v, k) in SERVED {
+            assert_fused_walk_matches_two_calls(v, k, &obj)?;
+        }
+        assert_fused_walk_matches_two_calls("ray.io/v2", "RayJob", &obj)?;
+    }
+
+    #[test]
+    fn fused_walk_matches_two_calls_on_mutated_rayjobs(
+        values in prop::collection::vec(prop_oneof![
+            3 => Just(Value::Null),
+            1 => Just(json!([null, {"containerPort": 1, "protocol": null}, {"name": null}])),
+            1 => Just(json!({"name": null, "emptyDir": null, "hostPath": {"path": "/x", "type": null}})),
+            2 => arb_json(),
+        ], 10),
+    ) {
+        let obj = rayjob_with(values);
+        for (v, k) in SERVED {
+            assert_fused_walk_matches_two_calls(v, k, &obj)?;
+        }
+    }
+
+    #[test]
+    fn fused_walk_matches_two_walks_on_a_schema_with_defaults_everywhere(
+        spec in prop::collection::vec((prop_oneof![
+            Just("mode".to_owned()),
+            Just("limits".to_owned()),
+            Just("list".to_owned()),
+            Just("pair".to_owned()),
+            Just("deletionStrategy".to_owned()),
+            Just("free".to_owned()),
+            "[a-z]{1,3}",
+        ], prop_oneof![
+            2 => Just(Value::Null),
+            1 => Just(json!({"cpu": null, "gpu": 2, "bad": "x"})),
+            1 => Just(json!([null, {"y": null}, {"x": null, "y": "s"}, 4])),
+            1 => Just(json!({"a": null})),
+            1 => Just(json!({"onSuccess": null, "deletionRules": null})),
+            3 => arb_json(),
+        ]), 0..7),
+        status in arb_json(),
+    ) {
+        let root = synthetic_with_defaults();
+        let spec: serde_json::Map<String, Value> = spec.into_iter().collect();
+        let obj = json!({"metadata": {"name": null}, "spec": spec, "status": status, "extra": 1});
+        let mut two_walks = obj.clone();
+        structural::prune_nulls_and_default(&mut two_walks, &root);
+        let expected = validate::validate_node(&two_walks, &root);
+        let mut one_walk = obj;
+        let found = validate::default_and_validate_node(&mut one_walk, &root);
+        prop_assert_eq!(&one_walk, &two_walks);
+        prop_assert_eq!(found, expected);
+    }
+}
+
+#[test]
+fn the_fused_walk_defaults_and_validates_a_sample() {
+    let mut obj = rayjob();
+    obj["spec"]["backoffLimit"] = json!("three");
+    obj["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["numOfHosts"] = Value::Null;
+    let mut expected_obj = obj.clone();
+    apply_defaults("ray.io/v1", "RayJob", &mut expected_obj).expect("served");
+    let expected = validate_schema("ray.io/v1", "RayJob", &expected_obj);
+    let found = default_and_validate("ray.io/v1", "RayJob", &mut obj);
+    assert_eq!(obj, expected_obj);
+    assert_eq!(obj["spec"]["submissionMode"], "K8sJobMode");
+    assert_eq!(
+        obj["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["numOfHosts"],
+        1
+    );
+    assert_eq!(found, expected);
+    assert!(
+        found
+            .iter()
+            .any(|f| f.field == "spec.backoffLimit" && f.is_error())
+    );
+}
+
 // ------------------------------------------------ constraints the ray.io CRDs do not use (yet)
 
 fn synthetic() -> Node {

@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::schema::{self, Node, Rule, Ty};
-use super::structural::json_type;
+use super::structural::{self, json_type, non_nullable_null};
 use crate::finding::{Compat, Finding};
 
 /// Validates `obj` against the CRD schema of `api_version`/`kind` as kube-apiserver does after
@@ -37,6 +37,38 @@ pub fn validate_schema(api_version: &str, kind: &str, obj: &Value) -> Vec<Findin
     let mut v = Validator::default();
     let mut path = String::new();
     v.node(obj, root, &mut path, true);
+    v.findings.append(&mut v.cel);
+    v.findings
+}
+
+/// [`super::apply_defaults`] followed by [`validate_schema`], in one walk of the object instead
+/// of two: each member is pruned and defaulted, then validated as soon as its subtree is
+/// defaulted. The object and the findings are exactly those of the two calls in sequence
+/// (property tests pin this).
+pub fn default_and_validate(api_version: &str, kind: &str, obj: &mut Value) -> Vec<Finding> {
+    match schema::lookup(api_version, kind) {
+        Ok(root) if obj.is_object() => default_and_validate_node(obj, root),
+        _ => {
+            let mut findings = Vec::new();
+            if let Err(e) = super::apply_defaults(api_version, kind, obj) {
+                findings.push(Finding::error(
+                    "schema-defaults",
+                    "",
+                    e.to_string(),
+                    Compat::Kuberay,
+                ));
+            }
+            findings.extend(validate_schema(api_version, kind, obj));
+            findings
+        }
+    }
+}
+
+/// Defaults and validates `obj` against one compiled schema node (the root of a document).
+pub(crate) fn default_and_validate_node(obj: &mut Value, root: &Node) -> Vec<Finding> {
+    let mut v = Validator::default();
+    let mut path = String::new();
+    v.default_and_node(obj, root, &mut path, true);
     v.findings.append(&mut v.cel);
     v.findings
 }
@@ -182,6 +214,116 @@ impl Validator {
         }
     }
 
+    /// [`structural::prune_nulls_and_default`] of `value` followed by [`Self::node`] on the
+    /// result, in one walk. Scalars are never changed by defaulting; containers are defaulted
+    /// member by member, each member validated right after its own subtree.
+    fn default_and_node(&mut self, value: &mut Value, s: &Node, path: &mut String, root: bool) {
+        let container = matches!(value, Value::Object(_) | Value::Array(_));
+        if !container {
+            self.node(value, s, path, root);
+            return;
+        }
+        if !type_matches(s.ty, value) || !s.enum_values.is_empty() {
+            // Rare: a type error stops validation here, and an enum compares the whole
+            // defaulted value before any member is validated. Two walks keep the order.
+            structural::prune_nulls_and_default(value, s);
+            self.node(value, s, path, root);
+            return;
+        }
+        match value {
+            Value::Array(items) => self.default_and_array(items, s, path),
+            Value::Object(map) => self.default_and_object(map, s, path, root),
+            _ => {}
+        }
+        for rule in &s.rules {
+            self.cel_rule(rule, value, s, path);
+        }
+    }
+
+    /// [`Self::array`] on items that are defaulted as they are validated.
+    fn default_and_array(&mut self, items: &mut [Value], s: &Node, path: &mut String) {
+        self.array_length(items.len(), s, path);
+        if let Some(item_schema) = s.items.as_deref() {
+            for (i, item) in items.iter_mut().enumerate() {
+                let mark = push_index(path, i);
+                self.default_or_fill(item, item_schema, path);
+                path.truncate(mark);
+            }
+        }
+    }
+
+    /// An array item or `additionalProperties` value: a non-nullable `null` becomes the schema's
+    /// default (defaulted, then validated), anything else is defaulted and validated.
+    fn default_or_fill(&mut self, value: &mut Value, s: &Node, path: &mut String) {
+        if non_nullable_null(value, s)
+            && let Some(d) = &s.default
+        {
+            *value = d.clone();
+            structural::default(value, s);
+            self.node(value, s, path, false);
+        } else {
+            self.default_and_node(value, s, path, false);
+        }
+    }
+
+    /// [`Self::object`] on members that are defaulted as they are validated. Members filled in
+    /// from defaults are filled first (the walk of the others never changes which are missing)
+    /// and only validated: defaulting only defaults them, it never prunes them.
+    fn default_and_object(
+        &mut self,
+        map: &mut serde_json::Map<String, Value>,
+        s: &Node,
+        path: &mut String,
+        root: bool,
+    ) {
+        if map.values().any(Value::is_null) {
+            map.retain(|key, child| match s.member(key) {
+                Some(m) => !(child.is_null() && !m.nullable && m.default.is_none()),
+                None => true,
+            });
+        }
+        let mut filled: Vec<&str> = Vec::new();
+        if s.has_defaults {
+            for (key, default_value) in &s.defaulted {
+                let Some(m) = s.properties.get(key) else {
+                    continue;
+                };
+                if map
+                    .get(key)
+                    .is_none_or(|current| non_nullable_null(current, m))
+                {
+                    let mut value = default_value.clone();
+                    structural::default(&mut value, m);
+                    map.insert(key.clone(), value);
+                    filled.push(key);
+                }
+            }
+        }
+        self.required(map, s, path);
+        for (key, child) in map.iter_mut() {
+            if root && key == "metadata" {
+                // Defaulted as any member, but never validated (see `object`).
+                if let Some(m) = s.member(key) {
+                    structural::prune_nulls_and_default(child, m);
+                }
+                continue;
+            }
+            let mark = push_key(path, key);
+            if let Some(m) = s.properties.get(key) {
+                if filled.contains(&key.as_str()) {
+                    self.node(child, m, path, false);
+                } else {
+                    self.default_and_node(child, m, path, false);
+                }
+            } else if let Some(m) = s.additional.as_deref() {
+                self.default_or_fill(child, m, path);
+            } else if !s.preserve_unknown {
+                self.unknown_field(path);
+            }
+            path.truncate(mark);
+        }
+    }
+
     fn string(&mut self, text: &str, s: &Node, path: &str) {
         if s.max_length.is_some() || s.min_length.is_some() {
             self.length(text, s, path);
@@ -259,7 +401,19 @@ impl Validator {
     }
 
     fn array(&mut self, items: &[Value], s: &Node, path: &mut String) {
-        let len = i64::try_from(items.len()).unwrap_or(i64::MAX);
+        self.array_length(items.len(), s, path);
+        if let Some(item_schema) = s.items.as_deref() {
+            for (i, item) in items.iter().enumerate() {
+                let mark = push_index(path, i);
+                self.node(item, item_schema, path, false);
+                path.truncate(mark);
+            }
+        }
+    }
+
+    /// `minItems` / `maxItems`.
+    fn array_length(&mut self, len: usize, s: &Node, path: &str) {
+        let len = i64::try_from(len).unwrap_or(i64::MAX);
         if let Some(min) = s.min_items
             && len < min
         {
@@ -275,13 +429,6 @@ impl Validator {
             let message = format!("Too many: {len}: must have at most {max} items");
             self.error("schema-max-items", path, message);
         }
-        if let Some(item_schema) = s.items.as_deref() {
-            for (i, item) in items.iter().enumerate() {
-                let mark = push_index(path, i);
-                self.node(item, item_schema, path, false);
-                path.truncate(mark);
-            }
-        }
     }
 
     fn object(
@@ -291,13 +438,7 @@ impl Validator {
         path: &mut String,
         root: bool,
     ) {
-        for field in &s.required {
-            if !map.contains_key(field) {
-                let mark = push_key(path, field);
-                self.error("schema-required", path, "Required value".to_owned());
-                path.truncate(mark);
-            }
-        }
+        self.required(map, s, path);
         for (key, child) in map {
             if root && key == "metadata" {
                 // ObjectMeta is validated by the API server itself, not by the CRD schema.
@@ -307,15 +448,31 @@ impl Validator {
             match s.member(key) {
                 Some(child_schema) => self.node(child, child_schema, path, false),
                 None if s.preserve_unknown => {}
-                None => self.findings.push(Finding::warning(
-                    "unknown-field",
-                    path.as_str(),
-                    format!("unknown field {}", quote(path)),
-                    Compat::Kuberay,
-                )),
+                None => self.unknown_field(path),
             }
             path.truncate(mark);
         }
+    }
+
+    /// `required` members that are missing.
+    fn required(&mut self, map: &serde_json::Map<String, Value>, s: &Node, path: &mut String) {
+        for field in &s.required {
+            if !map.contains_key(field) {
+                let mark = push_key(path, field);
+                self.error("schema-required", path, "Required value".to_owned());
+                path.truncate(mark);
+            }
+        }
+    }
+
+    /// A member the schema does not declare: the API server prunes it, so only a warning.
+    fn unknown_field(&mut self, path: &str) {
+        self.findings.push(Finding::warning(
+            "unknown-field",
+            path,
+            format!("unknown field {}", quote(path)),
+            Compat::Kuberay,
+        ));
     }
 
     fn cel_rule(&mut self, rule: &Rule, value: &Value, s: &Node, path: &str) {

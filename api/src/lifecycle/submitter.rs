@@ -344,8 +344,8 @@ pub fn submitter_job(
     login_shell: bool,
 ) -> Result<Job, SubmitCommandError> {
     let job_name = job.metadata.name.clone().unwrap_or_default();
-    let mut template = match job.spec.submitter_pod_template.clone() {
-        Some(template) => template,
+    let mut template = match job.spec.submitter_pod_template.as_deref() {
+        Some(template) => template.clone(),
         None => PodTemplateSpec {
             metadata: None,
             spec: Some(PodSpec {

@@ -48,9 +48,10 @@ pub struct RayJobSpec {
     /// Template of the RayCluster the job creates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ray_cluster_spec: Option<RayClusterSpec>,
-    /// Pod template of the K8sJobMode submitter Job.
+    /// Pod template of the K8sJobMode submitter Job (boxed, as every Pod template here: a
+    /// `PodTemplateSpec` is almost 2 kB, and moving it by value dominated decoding).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub submitter_pod_template: Option<PodTemplateSpec>,
+    pub submitter_pod_template: Option<Box<PodTemplateSpec>>,
     /// Metadata stored with the Ray job (Ray ≥ 2.6.0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<BTreeMap<String, String>>,
@@ -438,11 +439,11 @@ pub struct GcsStorage {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HeadGroupSpec {
-    /// Pod template; the Ray container is `containers[0]`.
-    pub template: PodTemplateSpec,
-    /// Custom head Service.
+    /// Pod template; the Ray container is `containers[0]`. Boxed: see `submitter_pod_template`.
+    pub template: Box<PodTemplateSpec>,
+    /// Custom head Service (boxed for the same reason as the template).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub head_service: Option<Service>,
+    pub head_service: Option<Box<Service>>,
     /// Creates an Ingress for the head Service.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enable_ingress: Option<bool>,
@@ -501,8 +502,8 @@ pub struct WorkerGroupSpec {
     /// Parameters of `ray start`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ray_start_params: Option<BTreeMap<String, String>>,
-    /// Pod template; the Ray container is `containers[0]`.
-    pub template: PodTemplateSpec,
+    /// Pod template; the Ray container is `containers[0]`. Boxed: see `submitter_pod_template`.
+    pub template: Box<PodTemplateSpec>,
     /// Pods per replica (multi-host replicas).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = 1))]
@@ -650,4 +651,45 @@ pub struct HeadInfo {
     /// Head Service name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_name: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn boxed_pod_templates_and_head_service_keep_their_json_shape() {
+        let written = json!({
+            "apiVersion": "ray.io/v1",
+            "kind": "RayJob",
+            "metadata": {"name": "demo"},
+            "spec": {
+                "submitterPodTemplate": {"spec": {"containers": [{"name": "submit"}]}},
+                "rayClusterSpec": {
+                    "headGroupSpec": {
+                        "headService": {"apiVersion": "v1", "kind": "Service",
+                                    "metadata": {"name": "head-svc"}},
+                        "template": {"spec": {"containers": [{"name": "head", "image": "ray"}]}}
+                    },
+                    "workerGroupSpecs": [{
+                        "groupName": "w",
+                        "template": {"metadata": {"labels": {"a": "b"}},
+                                     "spec": {"containers": [{"name": "w"}]}}
+                    }]
+                }
+            }
+        });
+        let job: RayJob = serde_json::from_value(written.clone()).expect("decodes");
+        let cluster = job.spec.ray_cluster_spec.as_ref().expect("cluster spec");
+        assert_eq!(
+            cluster
+                .head_group_spec
+                .head_service
+                .as_ref()
+                .map(|s| s.metadata.name.as_deref()),
+            Some(Some("head-svc"))
+        );
+        assert_eq!(serde_json::to_value(&job).expect("encodes"), written);
+    }
 }

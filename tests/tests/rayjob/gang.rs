@@ -63,10 +63,10 @@ fn pinned(mut job: RayJob, pool: &str) -> RayJob {
         ..PodSpec::default()
     };
     place(&mut submitter);
-    job.spec.submitter_pod_template = Some(PodTemplateSpec {
+    job.spec.submitter_pod_template = Some(Box::new(PodTemplateSpec {
         metadata: None,
         spec: Some(submitter),
-    });
+    }));
     job
 }
 
