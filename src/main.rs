@@ -270,9 +270,14 @@ impl RuleOptions {
     }
 }
 
-/// Every object of every input, or the code for unreadable input after reporting why.
-fn read_inputs(files: &[String]) -> Result<Vec<(String, Document)>, u8> {
-    let mut documents = Vec::new();
+/// Hands every object of every input to `visit`, with its input's name, as soon as it is
+/// parsed (one object in memory at a time); `Err` with the code for unreadable input after
+/// reporting why, once every input has been tried. Callers keep only what they derive from the
+/// objects and discard it on `Err`: unreadable input reports nothing else.
+fn for_each_input_document(
+    files: &[String],
+    mut visit: impl FnMut(&str, Document),
+) -> Result<(), u8> {
     let mut unreadable = false;
     for name in files {
         let text = match read_text(name) {
@@ -283,19 +288,31 @@ fn read_inputs(files: &[String]) -> Result<Vec<(String, Document)>, u8> {
                 continue;
             }
         };
-        match input::parse_documents(name, &text) {
-            Ok(docs) => documents.extend(docs.into_iter().map(|d| (name.clone(), d))),
-            Err(e) => {
-                eprintln!("error: {e}");
-                unreadable = true;
-            }
+        if let Err(e) = input::for_each_document(name, &text, |doc| visit(name, doc)) {
+            eprintln!("error: {e}");
+            unreadable = true;
         }
     }
     if unreadable {
         Err(EXIT_UNREADABLE)
     } else {
-        Ok(documents)
+        Ok(())
     }
+}
+
+/// Every object of every input, or the code for unreadable input after reporting why.
+fn read_inputs(files: &[String]) -> Result<Vec<(String, Document)>, u8> {
+    let mut documents = Vec::new();
+    for_each_input_document(files, |source, doc| {
+        documents.push((source.to_string(), doc))
+    })?;
+    Ok(documents)
+}
+
+/// Whether [`check::check_object`] checks `doc` rather than skipping it.
+fn is_ray_object(doc: &Document) -> bool {
+    check::type_meta(&doc.value)
+        .is_some_and(|(api_version, kind)| check::RayKind::of(api_version, kind).is_some())
 }
 
 fn read_text(name: &str) -> Result<String> {
@@ -322,17 +339,20 @@ fn skip_note(source: &str, doc: &Document) -> String {
 }
 
 fn validate(files: &[String], output: ValidateOutput, ctx: &ValidationContext) -> Result<u8> {
-    let documents = match read_inputs(files) {
-        Ok(documents) => documents,
-        Err(code) => return Ok(code),
-    };
     let mut reports = Vec::new();
-    for (source, doc) in documents {
-        let note = skip_note(&source, &doc);
-        match check::check_object(doc.value, ctx) {
-            Some(checked) => reports.push(checked.report),
-            None => eprintln!("{note}"),
+    let mut notes = Vec::new();
+    let read = for_each_input_document(files, |source, doc| {
+        if !is_ray_object(&doc) {
+            notes.push(skip_note(source, &doc));
+        } else if let Some(checked) = check::check_object(doc.value, ctx) {
+            reports.push(checked.report);
         }
+    });
+    if let Err(code) = read {
+        return Ok(code);
+    }
+    for note in notes {
+        eprintln!("{note}");
     }
     let mut out = io::stdout().lock();
     match output {

@@ -170,6 +170,19 @@ fn unreadable_input_exits_2_with_a_location() {
     let output = raygate(&["validate", "-f", "/nonexistent/rayjob.yaml"], None);
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr(&output).contains("/nonexistent/rayjob.yaml"));
+
+    // Objects are checked as they are read; a syntax error further on still reports only the
+    // error, not the verdicts or skip notes of the objects before it.
+    let valid = std::fs::read_to_string(example("rayjob.yaml")).expect("the example");
+    let broken = format!("{valid}\n---\napiVersion: v1\nkind: ConfigMap\n---\nkind: [\n");
+    let output = raygate(&["validate", "-o", "json", "-f", "-"], Some(&broken));
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "");
+    assert!(
+        stderr(&output).starts_with("error: -:") && !stderr(&output).contains("note:"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use raygate_api::check::check_object;
-use raygate_api::input::{Document, parse_documents};
+use raygate_api::input::{Document, for_each_document, parse_documents};
 use raygate_api::validation::ValidationContext;
 use serde_json::Value;
 
@@ -166,13 +166,18 @@ fn parse(name: &str, text: &str) -> Vec<Document> {
     parse_documents(name, text).unwrap_or_default()
 }
 
-/// Parses, checks and sizes a whole file. Never inlined, for callgrind's `--toggle-collect`
-/// (`throughput::whole_file`).
+/// Parses, checks and sizes a whole file, one object at a time as `raygate validate` does.
+/// Never inlined, for callgrind's `--toggle-collect` (`throughput::whole_file`).
 #[inline(never)]
 fn whole_file(name: &str, text: &str, ctx: &ValidationContext) -> usize {
-    parse_documents(name, text).map_or(0, |d| {
-        check_and_size(d.into_iter().map(|d| d.value).collect(), ctx)
-    })
+    let mut sized = 0;
+    let read = for_each_document(name, text, |doc| {
+        if check_object(doc.value, ctx).is_some_and(|c| c.pod_group().is_some_and(|pg| pg.is_ok()))
+        {
+            sized += 1;
+        }
+    });
+    if read.is_ok() { sized } else { 0 }
 }
 
 fn main() {

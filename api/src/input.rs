@@ -45,29 +45,45 @@ pub struct Document {
 /// Parses `text` as JSON (when it starts with `{` or `[`) or as multi-document YAML, skipping
 /// empty documents and flattening `kind: List` (and `*List`) objects into their items.
 pub fn parse_documents(source_name: &str, text: &str) -> Result<Vec<Document>, InputError> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let values = if text.trim_start().starts_with(['{', '[']) {
-        parse_json(source_name, text)?
-    } else {
-        parse_yaml(source_name, text)?
-    };
-    let mut objects = Vec::new();
-    for value in values {
-        flatten(value, &mut objects);
-    }
-    Ok(objects
-        .into_iter()
-        .enumerate()
-        .map(|(index, value)| Document { index, value })
-        .collect())
+    let mut documents = Vec::new();
+    for_each_document(source_name, text, |document| documents.push(document))?;
+    Ok(documents)
 }
 
-fn parse_json(source_name: &str, text: &str) -> Result<Vec<Value>, InputError> {
-    let mut values = Vec::new();
+/// [`parse_documents`] one object at a time: `visit` gets each object as soon as it is parsed,
+/// so that a caller checking a large file holds one object at a time, not the whole file's
+/// tree (which, for thousands of objects, no longer fits in the CPU caches). On a syntax error
+/// `visit` has already seen the objects before it; callers that must report nothing for an
+/// unreadable input keep only what they derive from each object until this returns `Ok`.
+pub fn for_each_document(
+    source_name: &str,
+    text: &str,
+    mut visit: impl FnMut(Document),
+) -> Result<(), InputError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut index = 0;
+    let mut emit = |value: Value| {
+        flatten(value, &mut |value| {
+            visit(Document { index, value });
+            index += 1;
+        });
+    };
+    if text.trim_start().starts_with(['{', '[']) {
+        parse_json(source_name, text, &mut emit)
+    } else {
+        parse_yaml(source_name, text, &mut emit)
+    }
+}
+
+fn parse_json(
+    source_name: &str,
+    text: &str,
+    emit: &mut impl FnMut(Value),
+) -> Result<(), InputError> {
     for value in serde_json::Deserializer::from_str(text).into_iter::<Value>() {
         match value {
-            Ok(Value::Array(items)) => values.extend(items),
-            Ok(value) => values.push(value),
+            Ok(Value::Array(items)) => items.into_iter().for_each(&mut *emit),
+            Ok(value) => emit(value),
             Err(e) => {
                 return Err(InputError {
                     source_name: source_name.to_string(),
@@ -78,7 +94,7 @@ fn parse_json(source_name: &str, text: &str) -> Result<Vec<Value>, InputError> {
             }
         }
     }
-    Ok(values)
+    Ok(())
 }
 
 /// Both parsers append " at line L column C"; the position is reported separately.
@@ -92,8 +108,11 @@ fn strip_position(message: &str) -> String {
 /// YAML through serde_yaml_ng (libyaml's parser): about three times faster than serde-saphyr on
 /// large manifests, with YAML 1.2 scalars, a recursion limit, and an alias-expansion limit that
 /// refuses "billion laughs" documents. Positions are 0-based there, 1-based here.
-fn parse_yaml(source_name: &str, text: &str) -> Result<Vec<Value>, InputError> {
-    let mut values = Vec::new();
+fn parse_yaml(
+    source_name: &str,
+    text: &str,
+    emit: &mut impl FnMut(Value),
+) -> Result<(), InputError> {
     for document in serde_yaml_ng::Deserializer::from_str(text) {
         let value: Option<Value> = serde::Deserialize::deserialize(document).map_err(|e| {
             let location = e.location();
@@ -104,12 +123,12 @@ fn parse_yaml(source_name: &str, text: &str) -> Result<Vec<Value>, InputError> {
                 message: strip_position(&e.to_string()),
             }
         })?;
-        values.extend(value);
+        value.into_iter().for_each(&mut *emit);
     }
-    Ok(values)
+    Ok(())
 }
 
-fn flatten(value: Value, out: &mut Vec<Value>) {
+fn flatten(value: Value, out: &mut impl FnMut(Value)) {
     match value {
         Value::Null => {}
         Value::Object(ref map)
@@ -127,7 +146,7 @@ fn flatten(value: Value, out: &mut Vec<Value>) {
                 }
             }
         }
-        other => out.push(other),
+        other => out(other),
     }
 }
 
@@ -197,6 +216,26 @@ mod tests {
     fn indexes_objects_in_order() {
         let docs = parse_documents("x", "a: 1\n---\nb: 2\n").unwrap();
         assert_eq!(docs.iter().map(|d| d.index).collect::<Vec<_>>(), [0, 1]);
+    }
+
+    #[test]
+    fn visits_each_object_as_parsed_and_stops_at_a_syntax_error() {
+        let mut seen = Vec::new();
+        let err = for_each_document("x.yaml", "kind: A\n---\nkind: B\n---\nkind: [\n", |d| {
+            seen.push((d.index, d.value));
+        })
+        .unwrap_err();
+        assert_eq!(
+            seen,
+            vec![(0, json!({"kind": "A"})), (1, json!({"kind": "B"}))]
+        );
+        assert_eq!(err.source_name, "x.yaml");
+        let mut seen = Vec::new();
+        for_each_document("x.json", "[{\"a\":1},{\"b\":2}] {\"c\":3}", |d| {
+            seen.push(d.index)
+        })
+        .unwrap();
+        assert_eq!(seen, [0, 1, 2]);
     }
 
     #[test]
