@@ -1606,7 +1606,8 @@ fn every_keyword_the_crds_declare_is_read_into_the_compiled_schema() {
         .expect("served")
         .walk(&mut nodes);
     let yaml = include_str!("../../../manifests/crds/ray.io_rayjobs.yaml");
-    let checks: [(&str, fn(&Node) -> bool); 13] = [
+    type IsRead = fn(&Node) -> bool;
+    let checks: [(&str, IsRead); 13] = [
         ("minItems", |n| n.min_items.is_some()),
         ("minLength", |n| n.min_length.is_some()),
         ("maxLength", |n| n.max_length.is_some()),
