@@ -310,13 +310,15 @@ struct DeclaredValidation {
 
 /// Compiled root schemas by (apiVersion, kind), read from the embedded CRD files (not from
 /// the typed [`super::generate::CRDS`], which only the CLI's manifest rendering needs).
+/// serde-saphyr, not serde_yaml_ng: the latter first loads the whole document's event list
+/// (tens of MiB for the RayJob CRD), which stayed in the process's peak RSS.
 static SCHEMAS: LazyLock<Vec<(String, String, Node)>> = LazyLock::new(|| {
     let mut out = Vec::new();
     for (name, yaml) in COMMITTED
         .iter()
         .filter(|(name, _)| *name != QUEUE_POLICY_FILE)
     {
-        let crd: DeclaredCrd = serde_yaml_ng::from_str(yaml).unwrap_or_else(|e| {
+        let crd: DeclaredCrd = serde_saphyr::from_str(yaml).unwrap_or_else(|e| {
             // A build-time artefact that does not parse is a packaging bug, not input.
             panic!("embedded manifests/crds/{name} is not a CRD: {e}")
         });
