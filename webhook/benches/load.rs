@@ -35,7 +35,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use raygate_api::keys::{NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE};
 use raygate_api::validation::ValidationContext;
-use raygate_api::volcano::{Queue, QueueSpec, QueueStatus};
+use raygate_api::volcano::Queue;
 use raygate_certs::{CertResolver, certified_key_from_pem};
 use raygate_webhook::{AppState, Caches, Draining, Limits, Metrics, Preloaded, ServeOptions};
 use rcgen::{CertificateParams, KeyPair};
@@ -57,44 +57,150 @@ const TARGET_P99: Duration = Duration::from_millis(1);
 const TARGET_SATURATION: f64 = 10_000.0;
 const TARGET_RSS_KIB: u64 = 30 * 1024;
 
-fn labels(pairs: &[(&str, &str)]) -> Option<BTreeMap<String, String>> {
-    Some(
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
-            .collect(),
-    )
+/// The size of the preloaded world: a large Ray-on-Kubernetes cluster.
+const NAMESPACES: usize = 100;
+const RAY_CLUSTERS: usize = 1_000;
+const RAY_JOBS: usize = 500;
+const QUEUES: usize = 20;
+const QUEUE_POLICIES: usize = 5;
+
+/// `metadata.managedFields` as the API server records a client-side `kubectl apply` of
+/// `object` and a status update by `operator`: a `fieldsV1` tree mirroring the object's keys.
+fn managed_fields(object: &Value, operator: &str) -> Value {
+    fn fields(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .map(|(k, v)| (format!("f:{k}"), fields(v)))
+                    .collect(),
+            ),
+            _ => json!({}),
+        }
+    }
+    json!([
+        {"manager": "kubectl-client-side-apply", "operation": "Update", "apiVersion": "ray.io/v1",
+         "time": "2026-11-30T08:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": fields(object)},
+        {"manager": operator, "operation": "Update", "apiVersion": "ray.io/v1",
+         "time": "2026-11-30T08:00:05Z", "fieldsType": "FieldsV1", "subresource": "status",
+         "fieldsV1": {"f:status": {"f:state": {}, "f:conditions": {}, "f:observedGeneration": {}}}}
+    ])
 }
 
-/// One opted-in namespace with a default queue, its queues and the clusters the Pods belong to.
+/// Metadata as the API server sends it in a list or watch: labels, owner, `managedFields` and
+/// kubectl's last-applied annotation (a copy of the applied object).
+fn listed_meta(
+    name: &str,
+    namespace: &str,
+    labels: Value,
+    owner: Option<Value>,
+    applied: &Value,
+) -> ObjectMeta {
+    let mut meta = json!({"name": name, "namespace": namespace,
+        "uid": format!("{namespace}-{name}-0000-4000-8000-000000000000"), "resourceVersion": "123456",
+        "generation": 3, "creationTimestamp": "2026-11-30T08:00:00Z", "labels": labels,
+        "annotations": {"kubectl.kubernetes.io/last-applied-configuration": applied.to_string()},
+        "managedFields": managed_fields(applied, "kuberay-operator")});
+    if let Some(owner) = owner {
+        meta["ownerReferences"] = json!([owner]);
+    }
+    serde_json::from_value(meta).expect("metadata")
+}
+
+/// What the webhook's informer caches hold in a large cluster: [`NAMESPACES`] namespaces (every
+/// other one opted in, with a default queue), [`RAY_CLUSTERS`] RayClusters ([`RAY_JOBS`] of them
+/// created by a RayJob), [`RAY_JOBS`] RayJobs, [`QUEUES`] Volcano Queues and
+/// [`QUEUE_POLICIES`] QueuePolicies, with the metadata the API server sends (`managedFields`,
+/// last-applied annotations). The reviews go to namespace `ml`, RayCluster `demo`, queue `batch`.
 fn world() -> Preloaded {
-    let queue = |name: &str| Queue {
-        status: Some(QueueStatus {
-            state: Some("Open".into()),
-            ..QueueStatus::default()
-        }),
-        ..Queue::new(name, QueueSpec::default())
+    let queue = |name: &str| -> Queue {
+        serde_json::from_value(json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+            "metadata": {"name": name, "managedFields": managed_fields(&json!({"spec": {"weight": 1}}), "vc-controller-manager")},
+            "spec": {"weight": 1, "reclaimable": true, "capability": {"cpu": "512", "memory": "2Ti", "nvidia.com/gpu": "32"}},
+            "status": {"state": "Open", "running": 3}}))
+        .expect("queue")
     };
+    let namespace_names = (0..NAMESPACES).map(|i| {
+        if i == 0 {
+            "ml".to_string()
+        } else {
+            format!("team-{i}")
+        }
+    });
+    let namespaces = namespace_names
+        .enumerate()
+        .map(|(i, name)| {
+            let mut labels = json!({"kubernetes.io/metadata.name": name, "team": format!("team-{}", i % 10)});
+            let mut annotations = json!({});
+            if i.is_multiple_of(2) {
+                labels[NAMESPACE_OPT_IN_LABEL] = json!(NAMESPACE_OPT_IN_VALUE);
+                annotations["scheduling.volcano.sh/queue-name"] = json!(if i == 0 { "batch".to_string() } else { format!("queue-{}", i % QUEUES) });
+            }
+            serde_json::from_value(json!({"metadata": {"name": name, "uid": format!("ns-{i}"),
+                "labels": labels, "annotations": annotations,
+                "managedFields": managed_fields(&json!({"metadata": {"labels": labels}}), "kube-controller-manager")},
+                "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}))
+            .expect("namespace")
+        })
+        .collect::<Vec<Namespace>>();
+    let namespace_of = |i: usize| {
+        if i.is_multiple_of(NAMESPACES) {
+            "ml".to_string()
+        } else {
+            format!("team-{}", i % NAMESPACES)
+        }
+    };
+    let job = ray_job();
+    let ray_jobs = (0..RAY_JOBS)
+        .map(|i| {
+            listed_meta(
+                &format!("train-{i}"),
+                &namespace_of(i),
+                json!({"volcano.sh/queue-name": "batch", "app": "train"}),
+                None,
+                &job,
+            )
+        })
+        .collect();
+    let ray_clusters = (0..RAY_CLUSTERS)
+        .map(|i| {
+            let namespace = namespace_of(i);
+            if i == 0 {
+                return listed_meta("demo", "ml", json!({"volcano.sh/queue-name": "batch"}), None, &job["spec"]["rayClusterSpec"]);
+            }
+            if i < RAY_JOBS {
+                let owner = json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "name": format!("train-{i}"),
+                    "uid": format!("{namespace}-train-{i}-0000-4000-8000-000000000000"), "controller": true, "blockOwnerDeletion": true});
+                listed_meta(&format!("train-{i}-raycluster-x7k2p"), &namespace,
+                    json!({"ray.io/originated-from-crd": "RayJob", "ray.io/originated-from-cr-name": format!("train-{i}"),
+                           "volcano.sh/queue-name": "batch", "app": "train"}),
+                    Some(owner), &job["spec"]["rayClusterSpec"])
+            } else {
+                listed_meta(&format!("serve-{i}"), &namespace, json!({"volcano.sh/queue-name": "batch", "app": "serve"}), None, &job["spec"]["rayClusterSpec"])
+            }
+        })
+        .collect();
+    let queues = ["default".to_string(), "batch".to_string()]
+        .into_iter()
+        .chain((2..QUEUES).map(|i| format!("queue-{i}")))
+        .map(|name| queue(&name))
+        .collect();
+    let queue_policies = (0..QUEUE_POLICIES)
+        .map(|i| {
+            serde_json::from_value(json!({"apiVersion": "raygate.io/v1alpha1", "kind": "QueuePolicy",
+                "metadata": {"name": format!("team-{i}")},
+                "spec": {"namespaceSelector": {"matchLabels": {"team": format!("team-{}", i + 5)}},
+                         "defaultQueue": format!("queue-{}", i + 2), "allowedQueues": [format!("queue-{}", i + 2), "default"],
+                         "maxMinMember": 64, "maxMinResources": {"cpu": "256", "nvidia.com/gpu": "16"}, "enforcement": "Deny"}}))
+            .expect("queue policy")
+        })
+        .collect();
     Preloaded {
-        namespaces: vec![Namespace {
-            metadata: ObjectMeta {
-                name: Some("ml".into()),
-                labels: labels(&[(NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE)]),
-                annotations: labels(&[("scheduling.volcano.sh/queue-name", "batch")]),
-                ..ObjectMeta::default()
-            },
-            ..Namespace::default()
-        }],
-        ray_clusters: vec![ObjectMeta {
-            name: Some("demo".into()),
-            namespace: Some("ml".into()),
-            labels: labels(&[("volcano.sh/queue-name", "batch")]),
-            ..ObjectMeta::default()
-        }],
-        ray_jobs: vec![],
+        namespaces,
+        ray_clusters,
+        ray_jobs,
         jobs: vec![],
-        queues: vec![queue("default"), queue("batch")],
-        queue_policies: vec![],
+        queues,
+        queue_policies,
     }
 }
 
@@ -350,25 +456,52 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[index.min(sorted.len() - 1)]
 }
 
-/// Sends `RATE` requests per second on schedule for `seconds`; returns the sorted latencies
-/// of the successful requests (from their scheduled send time) and the failures.
-async fn open_loop(
-    senders: &[Sender],
-    bodies: &[(&'static str, Bytes)],
-    seconds: u64,
-) -> (Vec<Duration>, Failures) {
+/// What an open-loop phase measured.
+struct OpenLoop {
+    /// Latencies of the successful requests, from their scheduled send time, sorted.
+    latencies: Vec<Duration>,
+    /// How late each request was handed to the client runtime, sorted: the load generator's
+    /// own share of the latencies.
+    lateness: Vec<Duration>,
+    /// Every failed request, by kind.
+    failures: Failures,
+}
+
+/// Sends `RATE` requests per second on schedule for `seconds`, whatever the answers (open
+/// loop).
+///
+/// A pacing thread releases each request at its scheduled instant with `std::thread::sleep`
+/// (nanosleep: late by the kernel's timer slack, tens of µs). tokio's timer cannot pace this:
+/// it rounds every deadline up to its next 1 ms tick, so at 1,000 req/s each request left up
+/// to 1 ms late and that lateness was counted as webhook latency. Latency is still measured
+/// from the scheduled send time, so the pacer's and the client runtime's lateness stay in the
+/// figures; [`OpenLoop::lateness`] reports that share separately.
+async fn open_loop(senders: &[Sender], bodies: &[(&'static str, Bytes)], seconds: u64) -> OpenLoop {
     let total = RATE * seconds;
-    let start = tokio::time::Instant::now() + Duration::from_millis(10);
+    let (release, mut released) = tokio::sync::mpsc::unbounded_channel::<(u64, Instant)>();
+    let start = Instant::now() + Duration::from_millis(10);
+    let pacer = std::thread::spawn(move || {
+        for i in 0..total {
+            let scheduled = start + Duration::from_micros(i * 1_000_000 / RATE);
+            if let Some(wait) = scheduled.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            if release.send((i, scheduled)).is_err() {
+                return;
+            }
+        }
+    });
     let mut tasks = Vec::with_capacity(total as usize);
-    for i in 0..total {
-        let scheduled = start + Duration::from_micros(i * 1_000_000 / RATE);
-        tokio::time::sleep_until(scheduled).await;
+    let mut lateness = Vec::with_capacity(total as usize);
+    while let Some((i, scheduled)) = released.recv().await {
+        lateness.push(scheduled.elapsed());
         let (path, body) = bodies[i as usize % bodies.len()].clone();
         let sender = senders[i as usize % senders.len()].clone();
         tasks.push(tokio::spawn(async move {
             send(sender, path, body).await.map(|()| scheduled.elapsed())
         }));
     }
+    pacer.join().expect("pacing thread");
     let failures = Failures::default();
     let mut latencies = Vec::with_capacity(tasks.len());
     for task in tasks {
@@ -378,7 +511,12 @@ async fn open_loop(
         }
     }
     latencies.sort();
-    (latencies, failures)
+    lateness.sort();
+    OpenLoop {
+        latencies,
+        lateness,
+        failures,
+    }
 }
 
 /// Keeps `SATURATION_IN_FLIGHT` requests in flight for `seconds`; returns the successful
@@ -423,11 +561,45 @@ fn load_average() -> String {
         .unwrap_or_else(|e| format!("unknown ({e})"))
 }
 
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
 fn verdict(met: bool) -> &'static str {
     if met { "met" } else { "MISSED" }
 }
 
-fn rss(pid: u32) -> (u64, u64) {
+/// The CPU time (user + system) a process has used, from `/proc/<pid>/stat` (clock ticks of
+/// 10 ms, fine over a phase of thousands of requests).
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the parenthesised command name; utime and stime are the 14th and 15th.
+    let ticks: u64 = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| {
+            rest.split_whitespace()
+                .skip(11)
+                .take(2)
+                .filter_map(|t| t.parse::<u64>().ok())
+                .sum()
+        })
+        .unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
+/// The memory of a process, in KiB, from `/proc/<pid>/status`.
+struct Memory {
+    /// `VmRSS`: what `kubectl top` and the container's working set count.
+    rss: u64,
+    /// `VmHWM`: the peak RSS since the process started (its start-up included).
+    peak: u64,
+    /// `RssAnon`: heap, stacks, allocator arenas.
+    anon: u64,
+    /// `RssFile`: mapped pages of the executable and libraries.
+    file: u64,
+}
+
+fn memory(pid: u32) -> Memory {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let field = |name: &str| {
         status
@@ -437,7 +609,12 @@ fn rss(pid: u32) -> (u64, u64) {
             .and_then(|kb| kb.parse::<u64>().ok())
             .unwrap_or(0)
     };
-    (field("VmRSS:"), field("VmHWM:"))
+    Memory {
+        rss: field("VmRSS:"),
+        peak: field("VmHWM:"),
+        anon: field("RssAnon:"),
+        file: field("RssFile:"),
+    }
 }
 
 fn main() {
@@ -479,11 +656,20 @@ fn main() {
             std::thread::available_parallelism().map_or(0, |n| n.get()),
             load_average()
         );
+        println!(
+            "server caches: {NAMESPACES} namespaces, {RAY_CLUSTERS} RayClusters, {RAY_JOBS} RayJobs, {QUEUES} Queues, {QUEUE_POLICIES} QueuePolicies, with managedFields and last-applied annotations as listed"
+        );
         let (_, warm_up_failures) = saturate(&senders, &bodies, 1).await;
-        let (idle_rss, _) = rss(pid);
+        let idle_rss = memory(pid).rss;
 
-        let (latencies, open_failures) = open_loop(&senders, &bodies, seconds).await;
-        let (rss_rate, _) = rss(pid);
+        let cpu_before = cpu_time(pid);
+        let OpenLoop {
+            latencies,
+            lateness,
+            failures: open_failures,
+        } = open_loop(&senders, &bodies, seconds).await;
+        let server_cpu = cpu_time(pid).saturating_sub(cpu_before);
+        let rss_rate = memory(pid).rss;
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         let p99 = if latencies.is_empty() {
             Duration::MAX
@@ -502,24 +688,36 @@ fn main() {
                 ms(latencies[latencies.len() - 1]),
             );
         }
+        println!(
+            "open loop: the load generator released requests late by p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms (included in the latencies above); server CPU {:.0} µs per request",
+            ms(percentile(&lateness, 0.50)),
+            ms(percentile(&lateness, 0.99)),
+            ms(lateness[lateness.len() - 1]),
+            server_cpu.as_secs_f64() * 1e6 / (RATE * seconds) as f64,
+        );
         println!("open loop failures: {}", open_failures.summary());
         println!("load average after the open loop: {}", load_average());
 
         let started = Instant::now();
+        let cpu_before = cpu_time(pid);
         let (done, saturation_failures) = saturate(&senders, &bodies, seconds).await;
         let rate = done as f64 / started.elapsed().as_secs_f64();
-        let (rss_now, rss_peak) = rss(pid);
+        let saturation_cpu = cpu_time(pid).saturating_sub(cpu_before);
+        let after = memory(pid);
         println!(
-            "saturation (closed loop, {SATURATION_IN_FLIGHT} in flight over {CONNECTIONS} connections, client on the same machine): {rate:.0} req/s ok"
+            "saturation (closed loop, {SATURATION_IN_FLIGHT} in flight over {CONNECTIONS} connections, client on the same machine): {rate:.0} req/s ok; server CPU {:.0} µs per request",
+            saturation_cpu.as_secs_f64() * 1e6 / done.max(1) as f64,
         );
         println!("saturation failures: {}", saturation_failures.summary());
         println!("load average after saturation: {}", load_average());
         println!(
-            "server RSS: {:.1} MiB idle, {:.1} MiB at {RATE} req/s, {:.1} MiB after saturation, peak (VmHWM) {:.1} MiB",
-            idle_rss as f64 / 1024.0,
-            rss_rate as f64 / 1024.0,
-            rss_now as f64 / 1024.0,
-            rss_peak as f64 / 1024.0
+            "server RSS: {:.1} MiB idle, {:.1} MiB at {RATE} req/s, {:.1} MiB after saturation ({:.1} MiB anonymous, {:.1} MiB file-backed), peak (VmHWM, start-up included) {:.1} MiB",
+            mib(idle_rss),
+            mib(rss_rate),
+            mib(after.rss),
+            mib(after.anon),
+            mib(after.file),
+            mib(after.peak),
         );
         let failures =
             warm_up_failures.total() + open_failures.total() + saturation_failures.total();
@@ -529,7 +727,7 @@ fn main() {
             verdict(p99 <= TARGET_P99),
             verdict(rate >= TARGET_SATURATION),
             TARGET_RSS_KIB / 1024,
-            verdict(rss_peak <= TARGET_RSS_KIB),
+            verdict(after.peak <= TARGET_RSS_KIB),
         );
     });
     drop(server.stdin.take());

@@ -392,11 +392,27 @@ where
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
     let (store, writer) = reflector::store();
-    let events = reflector::reflector(writer, watcher::watcher(api, config));
+    let events = reflector::reflector(writer, watcher::watcher(api, config).modify(slim));
     (store, drive(events, status))
 }
 
-/// A store holding exactly `objects`, as after a completed initial list.
+/// kubectl's client-side apply annotation: a copy of the whole applied object.
+const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Drops, before an object is cached, what no admission decision reads but the API server
+/// sends with every object: `managedFields` (an entry per field manager, often larger than the
+/// rest of the metadata) and the last-applied annotation. The caches hold every Namespace,
+/// RayCluster, RayJob, Queue and QueuePolicy of the cluster for the life of the process.
+fn slim<K: Resource>(object: &mut K) {
+    let meta = object.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = &mut meta.annotations {
+        annotations.remove(LAST_APPLIED_ANNOTATION);
+    }
+}
+
+/// A store holding exactly `objects` (slimmed as the watches slim them), as after a
+/// completed initial list.
 fn filled<K>(objects: Vec<K>) -> Store<K>
 where
     K: Resource + Clone + 'static,
@@ -404,7 +420,8 @@ where
 {
     let (store, mut writer) = reflector::store();
     writer.apply_watcher_event(&Event::Init);
-    for object in objects {
+    for mut object in objects {
+        slim(&mut object);
         writer.apply_watcher_event(&Event::InitApply(object));
     }
     writer.apply_watcher_event(&Event::InitDone);
@@ -430,5 +447,73 @@ async fn drive<K>(
                 tracing::warn!(cache = status.name(), %error, "watch failed; retrying with backoff");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn cached_objects_keep_labels_owners_and_annotations_but_not_managed_fields() {
+        let meta = |name: &str| -> ObjectMeta {
+            serde_json::from_value(json!({
+                "name": name, "namespace": "ml", "uid": format!("u-{name}"),
+                "labels": {"volcano.sh/queue-name": "batch"},
+                "annotations": {LAST_APPLIED_ANNOTATION: "{\"apiVersion\":\"ray.io/v1\"}", "team": "ml"},
+                "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "train",
+                                     "uid": "j-1", "controller": true}],
+                "managedFields": [{"manager": "kubectl-client-side-apply", "operation": "Update",
+                                   "apiVersion": "ray.io/v1", "fieldsType": "FieldsV1",
+                                   "fieldsV1": {"f:metadata": {"f:labels": {}}}}]
+            }))
+            .expect("metadata")
+        };
+        let caches = Caches::preloaded(Preloaded {
+            namespaces: vec![Namespace {
+                metadata: ObjectMeta {
+                    namespace: None,
+                    ..meta("ml")
+                },
+                ..Namespace::default()
+            }],
+            ray_clusters: vec![meta("demo")],
+            ray_jobs: vec![meta("train")],
+            ..Preloaded::default()
+        });
+        let namespace = caches
+            .namespace("ml")
+            .await
+            .expect("cached")
+            .expect("found");
+        let cluster = caches
+            .ray_cluster("ml", "demo")
+            .await
+            .expect("cached")
+            .expect("found");
+        let job = caches
+            .ray_job("ml", "train")
+            .await
+            .expect("cached")
+            .expect("found");
+        for kept in [&namespace.metadata, &cluster, &job] {
+            assert_eq!(kept.managed_fields, None);
+            let annotations = kept.annotations.clone().unwrap_or_default();
+            assert!(
+                !annotations.contains_key(LAST_APPLIED_ANNOTATION),
+                "{annotations:?}"
+            );
+            assert_eq!(annotations.get("team").map(String::as_str), Some("ml"));
+            assert_eq!(
+                kept.labels
+                    .clone()
+                    .unwrap_or_default()
+                    .get("volcano.sh/queue-name")
+                    .map(String::as_str),
+                Some("batch")
+            );
+        }
+        assert_eq!(cluster.owner_references.expect("owners")[0].name, "train");
     }
 }

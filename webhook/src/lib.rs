@@ -16,7 +16,9 @@
 //!
 //! Only wiring lives here: every decision is a pure `raygate_api` function, fed from the
 //! AdmissionReview and the informer caches. The router is constructible in-process
-//! ([`router`] with [`Caches::preloaded`]) for tests and benchmarks.
+//! ([`router`] with [`Caches::preloaded`]) for tests and benchmarks; the `test-support` feature
+//! adds the `test_support` module (a preloaded world, realistic reviews and the oracle the
+//! fuzz targets and the property test check answers with).
 
 pub mod cache;
 pub mod metrics;
@@ -24,6 +26,8 @@ pub mod pods;
 pub mod ray;
 pub mod review;
 pub mod server;
+#[cfg(feature = "test-support")]
+pub mod test_support;
 
 pub use cache::{Caches, Preloaded};
 pub use metrics::Metrics;

@@ -124,6 +124,13 @@ pub async fn review_pod(caches: &Caches, request: &AdmissionRequest) -> Verdict 
         }
     };
     match membership(caches, namespace, &pod_labels, &role).await {
+        // The API server only sends Pods it could decode, which always have a `spec` object;
+        // without one, the onboarding patch (`add /spec/schedulerName`) could not apply.
+        Ok(Some(_)) if !pod.get("spec").is_some_and(Value::is_object) => {
+            Verdict::deny(Denial::bad_request(
+                "request.object.spec: Required value: a Pod has a spec object, which raygate adds spec.schedulerName to",
+            ))
+        }
         Ok(Some((membership, mut warnings))) => {
             let onboarding = onboarding_patch(pod, &membership);
             warnings.extend(onboarding.warnings);

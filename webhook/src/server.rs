@@ -408,6 +408,12 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        // Reviews are small request/response exchanges: with Nagle's algorithm a response
+        // segment written while an earlier one (an h2 WINDOW_UPDATE or SETTINGS ack, say) is
+        // unacknowledged waits for the client's delayed ACK.
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::debug!(%peer, %error, "cannot disable Nagle's algorithm");
+        }
         let acceptor = acceptor.clone();
         let service = TowerToHyperService::new(app.clone());
         let builder = builder.clone();

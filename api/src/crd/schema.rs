@@ -3,13 +3,17 @@
 use rustc_hash::FxHashMap;
 use std::sync::LazyLock;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
-};
+use std::fmt;
+
+#[cfg(test)]
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
+use serde::Deserialize;
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use super::CrdError;
-use super::generate::CRDS;
+use super::generate::{COMMITTED, QUEUE_POLICY_FILE};
 use super::pattern::KnownPattern;
 
 /// The JSON type a schema node accepts.
@@ -59,14 +63,15 @@ impl Ty {
 }
 
 /// One declared CEL rule.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Rule {
     pub(crate) rule: String,
     pub(crate) message: String,
 }
 
 /// One compiled schema node.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(from = "Declared")]
 pub(crate) struct Node {
     pub(crate) ty: Ty,
     /// Looked up once per member of every checked object: FxHash, not SipHash (the table is
@@ -97,48 +102,121 @@ pub(crate) struct Node {
     pub(crate) defaulted: Vec<(String, Value)>,
 }
 
-impl Node {
-    pub(crate) fn compile(s: &JSONSchemaProps) -> Self {
-        let properties: FxHashMap<String, Node> = s
-            .properties
-            .iter()
-            .flatten()
-            .map(|(k, v)| (k.clone(), Node::compile(v)))
-            .collect();
-        let additional = match &s.additional_properties {
-            Some(JSONSchemaPropsOrBool::Schema(child)) => Some(Box::new(Node::compile(child))),
-            _ => None,
-        };
-        let items = match &s.items {
-            Some(JSONSchemaPropsOrArray::Schema(child)) => Some(Box::new(Node::compile(child))),
-            Some(JSONSchemaPropsOrArray::Schemas(children)) => {
-                children.first().map(|c| Box::new(Node::compile(c)))
+/// A schema node as a CRD declares it, reduced to what [`Node`] keeps: the CRD YAML is read
+/// straight into compiled [`Node`]s through this (`#[serde(from)]`), one node at a time, never
+/// into k8s-openapi's `JSONSchemaProps`. A typed `JSONSchemaProps` tree of both `ray.io` CRDs
+/// takes 36 MiB of heap (each node is a struct of ~45 optional fields, each map a B-tree of
+/// 11-slot nodes) against the compiled tree's 7 MiB, and it was kept for the life of the
+/// process: most of the webhook's memory.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Declared {
+    #[serde(rename = "type")]
+    ty: Option<String>,
+    #[serde(rename = "x-kubernetes-int-or-string")]
+    int_or_string: Option<bool>,
+    properties: Option<FxHashMap<String, Node>>,
+    additional_properties: Option<SchemaOrBool>,
+    items: Option<SchemaOrSchemas>,
+    required: Option<Vec<String>>,
+    default: Option<Value>,
+    nullable: Option<bool>,
+    #[serde(rename = "x-kubernetes-preserve-unknown-fields")]
+    preserve_unknown: Option<bool>,
+    #[serde(rename = "enum")]
+    enum_values: Option<Vec<Value>>,
+    minimum: Option<f64>,
+    exclusive_minimum: Option<bool>,
+    maximum: Option<f64>,
+    exclusive_maximum: Option<bool>,
+    min_items: Option<i64>,
+    max_items: Option<i64>,
+    min_length: Option<i64>,
+    max_length: Option<i64>,
+    pattern: Option<String>,
+    #[serde(rename = "x-kubernetes-validations")]
+    rules: Option<Vec<DeclaredRule>>,
+}
+
+/// One `x-kubernetes-validations` entry.
+#[derive(Deserialize)]
+struct DeclaredRule {
+    rule: String,
+    message: Option<String>,
+}
+
+/// `additionalProperties`: a schema, or a boolean (which constrains nothing raygate checks).
+struct SchemaOrBool(Option<Node>);
+
+impl<'de> Deserialize<'de> for SchemaOrBool {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Expect;
+        impl<'de> Visitor<'de> for Expect {
+            type Value = SchemaOrBool;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a schema or a boolean")
             }
-            None => None,
-        };
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<SchemaOrBool, E> {
+                Ok(SchemaOrBool(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<SchemaOrBool, A::Error> {
+                Node::deserialize(MapAccessDeserializer::new(map)).map(|n| SchemaOrBool(Some(n)))
+            }
+        }
+        deserializer.deserialize_any(Expect)
+    }
+}
+
+/// `items`: a schema, or a list of schemas of which the first applies (as kube-openapi reads
+/// the legacy tuple form).
+struct SchemaOrSchemas(Option<Node>);
+
+impl<'de> Deserialize<'de> for SchemaOrSchemas {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Expect;
+        impl<'de> Visitor<'de> for Expect {
+            type Value = SchemaOrSchemas;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a schema or a list of schemas")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<SchemaOrSchemas, A::Error> {
+                Node::deserialize(MapAccessDeserializer::new(map)).map(|n| SchemaOrSchemas(Some(n)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<SchemaOrSchemas, A::Error> {
+                let first = seq.next_element::<Node>()?;
+                while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+                Ok(SchemaOrSchemas(first))
+            }
+        }
+        deserializer.deserialize_any(Expect)
+    }
+}
+
+impl From<Declared> for Node {
+    fn from(s: Declared) -> Self {
+        let properties = s.properties.unwrap_or_default();
+        let additional = s.additional_properties.and_then(|a| a.0).map(Box::new);
+        let items = s.items.and_then(|i| i.0).map(Box::new);
         let mut defaulted: Vec<(String, Value)> = properties
             .iter()
             .filter_map(|(k, v)| v.default.clone().map(|d| (k.clone(), d)))
             .collect();
         defaulted.sort_by(|a, b| a.0.cmp(&b.0));
-        let default = s.default.as_ref().map(|d| d.0.clone());
-        let has_defaults = default.is_some()
+        let has_defaults = s.default.is_some()
             || properties.values().any(|p| p.has_defaults)
             || additional.as_ref().is_some_and(|a| a.has_defaults)
             || items.as_ref().is_some_and(|i| i.has_defaults);
+        let known_pattern = s.pattern.as_deref().and_then(KnownPattern::of);
         Node {
-            ty: Ty::parse(
-                s.type_.as_deref(),
-                s.x_kubernetes_int_or_string == Some(true),
-            ),
+            ty: Ty::parse(s.ty.as_deref(), s.int_or_string == Some(true)),
             properties,
             additional,
             items,
-            required: s.required.clone().unwrap_or_default(),
-            default,
+            required: s.required.unwrap_or_default(),
+            default: s.default,
             nullable: s.nullable == Some(true),
-            preserve_unknown: s.x_kubernetes_preserve_unknown_fields == Some(true),
-            enum_values: s.enum_.iter().flatten().map(|v| v.0.clone()).collect(),
+            preserve_unknown: s.preserve_unknown == Some(true),
+            enum_values: s.enum_values.unwrap_or_default(),
             minimum: s.minimum,
             exclusive_minimum: s.exclusive_minimum == Some(true),
             maximum: s.maximum,
@@ -147,20 +225,31 @@ impl Node {
             max_items: s.max_items,
             min_length: s.min_length,
             max_length: s.max_length,
-            pattern: s.pattern.clone(),
-            known_pattern: s.pattern.as_deref().and_then(KnownPattern::of),
+            pattern: s.pattern,
+            known_pattern,
             rules: s
-                .x_kubernetes_validations
-                .iter()
+                .rules
+                .into_iter()
                 .flatten()
                 .map(|r| Rule {
-                    rule: r.rule.clone(),
-                    message: r.message.clone().unwrap_or_default(),
+                    rule: r.rule,
+                    message: r.message.unwrap_or_default(),
                 })
                 .collect(),
             has_defaults,
             defaulted,
         }
+    }
+}
+
+impl Node {
+    /// Compiles a typed schema (tests build synthetic ones this way), through its JSON form
+    /// and the same [`Declared`] reading as the embedded CRDs.
+    #[cfg(test)]
+    pub(crate) fn compile(s: &JSONSchemaProps) -> Self {
+        serde_json::to_value(s)
+            .and_then(serde_json::from_value)
+            .expect("a typed schema reads back")
     }
 
     /// Schema of the member `key` of an object: its property, else `additionalProperties`.
@@ -188,25 +277,62 @@ impl Node {
     }
 }
 
-/// Compiled root schemas by (apiVersion, kind).
+/// The parts of a CRD that [`SCHEMAS`] reads.
+#[derive(Deserialize)]
+struct DeclaredCrd {
+    spec: DeclaredCrdSpec,
+}
+
+#[derive(Deserialize)]
+struct DeclaredCrdSpec {
+    group: String,
+    names: DeclaredNames,
+    versions: Vec<DeclaredVersion>,
+}
+
+#[derive(Deserialize)]
+struct DeclaredNames {
+    kind: String,
+}
+
+#[derive(Deserialize)]
+struct DeclaredVersion {
+    name: String,
+    served: bool,
+    schema: Option<DeclaredValidation>,
+}
+
+#[derive(Deserialize)]
+struct DeclaredValidation {
+    #[serde(rename = "openAPIV3Schema")]
+    open_api_v3_schema: Option<Node>,
+}
+
+/// Compiled root schemas by (apiVersion, kind), read from the embedded CRD files (not from
+/// the typed [`super::generate::CRDS`], which only the CLI's manifest rendering needs).
+/// serde-saphyr, not serde_yaml_ng: the latter first loads the whole document's event list
+/// (tens of MiB for the RayJob CRD), which stayed in the process's peak RSS.
 static SCHEMAS: LazyLock<Vec<(String, String, Node)>> = LazyLock::new(|| {
     let mut out = Vec::new();
-    for crd in CRDS.iter() {
-        let group = crd.spec.group.clone();
-        let kind = crd.spec.names.kind.clone();
-        for version in &crd.spec.versions {
-            if !version.served {
-                continue;
-            }
-            if let Some(schema) = version
-                .schema
-                .as_ref()
-                .and_then(|s| s.open_api_v3_schema.as_ref())
-            {
+    for (name, yaml) in COMMITTED
+        .iter()
+        .filter(|(name, _)| *name != QUEUE_POLICY_FILE)
+    {
+        let crd: DeclaredCrd = serde_saphyr::from_str(yaml).unwrap_or_else(|e| {
+            // A build-time artefact that does not parse is a packaging bug, not input.
+            panic!("embedded manifests/crds/{name} is not a CRD: {e}")
+        });
+        let DeclaredCrdSpec {
+            group,
+            names,
+            versions,
+        } = crd.spec;
+        for version in versions.into_iter().filter(|v| v.served) {
+            if let Some(schema) = version.schema.and_then(|s| s.open_api_v3_schema) {
                 out.push((
                     format!("{group}/{}", version.name),
-                    kind.clone(),
-                    Node::compile(schema),
+                    names.kind.clone(),
+                    schema,
                 ));
             }
         }

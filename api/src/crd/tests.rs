@@ -1723,3 +1723,72 @@ fn conditions_carry_the_metav1_markers() {
         ]
     );
 }
+
+#[test]
+fn schemas_read_from_the_yaml_equal_those_compiled_from_the_typed_crds() {
+    // The webhook reads the embedded CRD YAML straight into compiled nodes; the typed CRDs
+    // (k8s-openapi's JSONSchemaProps, what the API server would decode) must give the same.
+    let mut compared = 0;
+    for crd in ray_crds() {
+        for version in crd.spec.versions.iter().filter(|v| v.served) {
+            let api_version = format!("{}/{}", crd.spec.group, version.name);
+            let typed = version
+                .schema
+                .as_ref()
+                .and_then(|s| s.open_api_v3_schema.as_ref())
+                .expect("every served version has a schema");
+            let read = schema::lookup(&api_version, &crd.spec.names.kind).expect("served");
+            let mut nodes = Vec::new();
+            read.walk(&mut nodes);
+            assert!(nodes.len() > 1_000, "{api_version} {}", crd.spec.names.kind);
+            assert!(
+                *read == Node::compile(typed),
+                "{api_version} {}: the schema read from the YAML differs",
+                crd.spec.names.kind
+            );
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, 4);
+}
+
+#[test]
+fn every_keyword_the_crds_declare_is_read_into_the_compiled_schema() {
+    // Both sides of the test above go through the same reading, so a misspelt keyword there
+    // would pass it: each keyword the committed RayJob CRD uses must set something.
+    let mut nodes = Vec::new();
+    schema::lookup("ray.io/v1", "RayJob")
+        .expect("served")
+        .walk(&mut nodes);
+    let yaml = include_str!("../../../manifests/crds/ray.io_rayjobs.yaml");
+    type IsRead = fn(&Node) -> bool;
+    let checks: [(&str, IsRead); 13] = [
+        ("minItems", |n| n.min_items.is_some()),
+        ("minLength", |n| n.min_length.is_some()),
+        ("maxLength", |n| n.max_length.is_some()),
+        ("minimum", |n| n.minimum.is_some()),
+        ("x-kubernetes-int-or-string", |n| {
+            n.ty.name() == "integer,string"
+        }),
+        ("x-kubernetes-preserve-unknown-fields", |n| {
+            n.preserve_unknown
+        }),
+        ("nullable", |n| n.nullable),
+        ("enum", |n| !n.enum_values.is_empty()),
+        ("pattern", |n| n.pattern.is_some()),
+        ("x-kubernetes-validations", |n| !n.rules.is_empty()),
+        ("additionalProperties", |n| n.additional.is_some()),
+        ("required", |n| !n.required.is_empty()),
+        ("default", |n| n.default.is_some()),
+    ];
+    for (keyword, is_read) in checks {
+        assert!(
+            yaml.contains(&format!(" {keyword}:")),
+            "the RayJob CRD no longer declares {keyword}"
+        );
+        assert!(
+            nodes.iter().any(|n| is_read(n)),
+            "{keyword} is declared but no compiled node has it"
+        );
+    }
+}

@@ -6,6 +6,7 @@
 
 use arbitrary::Arbitrary;
 use raygate_api::keys;
+use raygate_webhook::test_support::{self, ReviewRequest};
 use serde_json::{Map, Value, json};
 
 /// Deeper JSON is cut off: serde_json refuses nesting beyond 128 levels anyway, and nothing
@@ -82,7 +83,11 @@ enum KindChoice {
     RayCluster,
     RayJobV1Alpha1,
     QueuePolicy,
-    Other { group: Text, version: Text, kind: Text },
+    Other {
+        group: Text,
+        version: Text,
+        kind: Text,
+    },
 }
 
 /// Replaces, removes or inserts at the path `steps` leads to (each step picks an entry of
@@ -284,58 +289,15 @@ impl Json {
     }
 }
 
-fn container(name: &str, resources: Value) -> Value {
-    json!({"name": name, "image": "rayproject/ray:2.60.0", "resources": resources})
-}
-
-fn kuberay_pod(node_type: &str, group: &str, cluster: &str, owner_uid: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"generateName": format!("{cluster}-{group}-"), "namespace": "ml",
-            "labels": {keys::RAY_NODE_TYPE_LABEL: node_type, keys::RAY_CLUSTER_LABEL: cluster,
-                       keys::RAY_GROUP_LABEL: group, "app.kubernetes.io/created-by": "kuberay-operator"},
-            "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": cluster,
-                                 "uid": owner_uid, "controller": true, "blockOwnerDeletion": true}]},
-        "spec": {"containers": [container(&format!("ray-{node_type}"),
-            json!({"requests": {"cpu": "1", "memory": "1Gi"}}))]}})
-}
-
-fn ray_cluster_spec() -> Value {
-    json!({
-        "rayVersion": "2.60.0",
-        "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [
-            container("ray-head", json!({"requests": {"cpu": "2", "memory": "8Gi"}}))]}}},
-        "workerGroupSpecs": [{"groupName": "small", "replicas": 2, "minReplicas": 1, "maxReplicas": 4,
-            "numOfHosts": 1, "rayStartParams": {}, "template": {"spec": {"containers": [
-                container("ray-worker", json!({"limits": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"}}))]}}}]
-    })
-}
-
 impl Base {
     fn object(self) -> Value {
         match self {
-            Base::HeadPod => kuberay_pod("head", keys::HEAD_TASK, "demo", "c-demo"),
-            Base::WorkerPod => kuberay_pod("worker", "small", "train-raycluster-x", "c-train"),
-            Base::SubmitterPod => json!({"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"generateName": "train-", "namespace": "ml",
-                    "labels": {keys::ORIGINATED_FROM_CRD_LABEL: "RayJob",
-                               keys::ORIGINATED_FROM_CR_NAME_LABEL: "train",
-                               "batch.kubernetes.io/job-name": "train"},
-                    "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train",
-                                         "uid": "job-1", "controller": true}]},
-                "spec": {"restartPolicy": "Never", "containers": [
-                    container("ray-job-submitter", json!({"requests": {"cpu": "500m", "memory": "200Mi"}}))]}}),
-            Base::RayJob => json!({"apiVersion": "ray.io/v1", "kind": "RayJob",
-                "metadata": {"name": "train", "namespace": "ml", "labels": {keys::QUEUE_LABEL: "batch"}},
-                "spec": {"entrypoint": "python train.py", "shutdownAfterJobFinishes": true,
-                         "rayClusterSpec": ray_cluster_spec()}}),
-            Base::RayCluster => json!({"apiVersion": "ray.io/v1", "kind": "RayCluster",
-                "metadata": {"name": "demo", "namespace": "ml",
-                             "labels": {keys::QUEUE_LABEL: "batch", keys::PRIORITY_CLASS_LABEL: "high"}},
-                "spec": ray_cluster_spec()}),
-            Base::QueuePolicy => json!({"apiVersion": "raygate.io/v1alpha1", "kind": "QueuePolicy",
-                "metadata": {"name": "p"},
-                "spec": {"namespaceSelector": {"matchLabels": {"team": "ml"}}, "defaultQueue": "batch",
-                         "allowedQueues": ["batch"], "maxMinResources": {"cpu": "8"}, "enforcement": "Deny"}}),
+            Base::HeadPod => test_support::head_pod(),
+            Base::WorkerPod => test_support::worker_pod(),
+            Base::SubmitterPod => test_support::submitter_pod(),
+            Base::RayJob => test_support::ray_job(),
+            Base::RayCluster => test_support::ray_cluster(),
+            Base::QueuePolicy => test_support::queue_policy(),
             Base::Empty => json!({}),
         }
     }
@@ -409,12 +371,6 @@ fn apply(mut object: Value, edits: &[Edit]) -> Value {
     object
 }
 
-fn gvk_of(object: &Value) -> Value {
-    let api_version = object["apiVersion"].as_str().unwrap_or("");
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    json!({"group": group, "version": version, "kind": object["kind"].as_str().unwrap_or("")})
-}
-
 impl Input {
     /// The path to post to and the AdmissionReview body.
     pub fn review(&self) -> (&'static str, Vec<u8>) {
@@ -447,7 +403,7 @@ impl Input {
             NamespaceChoice::Other(text) => Some(json!(text.value())),
         };
         let kind = match &self.kind {
-            KindChoice::OfObject => gvk_of(&object),
+            KindChoice::OfObject => test_support::gvk_of(&object),
             KindChoice::Pod => json!({"group": "", "version": "v1", "kind": "Pod"}),
             KindChoice::RayJob => json!({"group": "ray.io", "version": "v1", "kind": "RayJob"}),
             KindChoice::RayCluster => {
@@ -465,29 +421,16 @@ impl Input {
                 kind,
             } => json!({"group": group.value(), "version": version.value(), "kind": kind.value()}),
         };
-        let mut request = json!({
-            "uid": self.uid.value(),
-            "kind": kind,
-            "resource": {"group": kind["group"], "version": kind["version"], "resource": "x"},
-            "name": object.pointer("/metadata/name").cloned().unwrap_or(Value::Null),
-            "operation": operation,
-            "userInfo": {"username": "system:serviceaccount:ray-system:kuberay-operator"},
-            "object": object,
-        });
-        if let Some(namespace) = namespace {
-            request["namespace"] = namespace;
-        }
-        if let Some(old_object) = old_object {
-            request["oldObject"] = old_object;
-        }
-        if let Some(dry_run) = self.dry_run {
-            request["dryRun"] = json!(dry_run);
-        }
-        if let Some(sub_resource) = &self.sub_resource {
-            request["subResource"] = json!(sub_resource.value());
-        }
-        let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                            "request": request});
-        (path, serde_json::to_vec(&review).expect("JSON"))
+        let review = ReviewRequest {
+            uid: self.uid.value(),
+            kind,
+            namespace,
+            operation,
+            object,
+            old_object,
+            dry_run: self.dry_run,
+            sub_resource: self.sub_resource.as_ref().map(Text::value),
+        };
+        (path, review.to_body())
     }
 }
