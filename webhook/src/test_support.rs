@@ -49,9 +49,8 @@ fn from_json<T: serde::de::DeserializeOwned>(value: Value) -> T {
 
 /// Opted-in namespace `ml` (default queue `batch`), unlabelled namespace `web`; Queues in every
 /// state; RayJob `train` with its RayCluster and KubeRay submitter Job, a standalone RayCluster
-/// `demo`; a Deny and a Warn
-/// QueuePolicy. Enough for every branch of Pod onboarding and Ray object admission to be
-/// reachable.
+/// `demo`; a Deny and a Warn QueuePolicy. Enough for every branch of Pod onboarding and Ray
+/// object admission to be reachable.
 pub fn world() -> Preloaded {
     let queue = |name: &str, state: Option<&str>, capability: Value| {
         let mut queue = json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
