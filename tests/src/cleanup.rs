@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 /// counts as done) from a separate thread and runtime: a guard's `Drop` may run while the test's
 /// own runtime is being dropped or unwinding from a panic, so that runtime cannot be used.
 /// Failures are printed, never raised: a drop must not panic.
-pub(crate) fn delete_on_drop<K>(config: &kube::Config, name: &str)
+pub fn delete_on_drop<K>(config: &kube::Config, name: &str)
 where
     K: Resource<Scope = ClusterResourceScope, DynamicType = ()> + Clone + Debug + DeserializeOwned,
 {

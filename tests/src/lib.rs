@@ -16,9 +16,10 @@
 //! * [`reconciler`] runs a test's own `raygate reconcile` for its namespace;
 //! * [`nodes::FakeNode`] is a kwok node of a test's own, with the capacity it chooses;
 //! * [`kuberay`] runs a test's own KubeRay operator for its namespaces;
+//! * [`cleanup`] deletes a test's cluster-scoped objects when their guards drop;
 //! * [`runner`] holds the pure parts of the `submitter-runner` binary.
 
-mod cleanup;
+pub mod cleanup;
 pub mod env;
 pub mod examples;
 pub mod kuberay;

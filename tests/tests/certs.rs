@@ -21,6 +21,7 @@ use raygate_certs::pki::{self, parse_certificate};
 use raygate_certs::rotation::RotationPolicy;
 use raygate_certs::secret::ROTATE_CA;
 use raygate_certs::{CertResolver, CertTask, SelfManaged, SelfManagedConfig, request_rotation};
+use raygate_e2e::cleanup::delete_on_drop;
 use raygate_e2e::{Env, TestNamespace};
 use rustls::pki_types::CertificateDer;
 use serde_json::json;
@@ -149,33 +150,9 @@ impl Targets {
 
 impl Drop for Targets {
     fn drop(&mut self) {
-        let (name, crd, config) = (self.name.clone(), self.crd.clone(), self.config.clone());
-        let deleted = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            runtime.block_on(async {
-                let client = Client::try_from(config)?;
-                let params = DeleteParams::default();
-                let _ = Api::<MutatingWebhookConfiguration>::all(client.clone())
-                    .delete(&name, &params)
-                    .await;
-                let _ = Api::<ValidatingWebhookConfiguration>::all(client.clone())
-                    .delete(&name, &params)
-                    .await;
-                let _ = Api::<CustomResourceDefinition>::all(client)
-                    .delete(&crd, &params)
-                    .await;
-                anyhow::Ok(())
-            })
-        })
-        .join();
-        if !matches!(deleted, Ok(Ok(()))) {
-            eprintln!(
-                "deleting the test's webhook configurations and CRD {crd} failed",
-                crd = self.crd
-            );
-        }
+        delete_on_drop::<MutatingWebhookConfiguration>(&self.config, &self.name);
+        delete_on_drop::<ValidatingWebhookConfiguration>(&self.config, &self.name);
+        delete_on_drop::<CustomResourceDefinition>(&self.config, &self.crd);
     }
 }
 
