@@ -309,12 +309,6 @@ fn read_inputs(files: &[String]) -> Result<Vec<(String, Document)>, u8> {
     Ok(documents)
 }
 
-/// Whether [`check::check_object`] checks `doc` rather than skipping it.
-fn is_ray_object(doc: &Document) -> bool {
-    check::type_meta(&doc.value)
-        .is_some_and(|(api_version, kind)| check::RayKind::of(api_version, kind).is_some())
-}
-
 fn read_text(name: &str) -> Result<String> {
     if name == "-" {
         let mut text = String::new();
@@ -342,7 +336,7 @@ fn validate(files: &[String], output: ValidateOutput, ctx: &ValidationContext) -
     let mut reports = Vec::new();
     let mut notes = Vec::new();
     let read = for_each_input_document(files, |source, doc| {
-        if !is_ray_object(&doc) {
+        if check::ray_kind(&doc.value).is_none() {
             notes.push(skip_note(source, &doc));
         } else if let Some(checked) = check::check_object(doc.value, ctx) {
             reports.push(checked.report);

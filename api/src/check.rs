@@ -102,6 +102,12 @@ pub fn type_meta(value: &Value) -> Option<(&str, &str)> {
     ))
 }
 
+/// The Ray kind of a manifest object, `None` for everything [`check_object`] skips.
+pub fn ray_kind(value: &Value) -> Option<RayKind> {
+    let (api_version, kind) = type_meta(value)?;
+    RayKind::of(api_version, kind)
+}
+
 fn metadata_str(value: &Value, key: &str) -> Option<String> {
     value
         .get("metadata")?
@@ -113,8 +119,8 @@ fn metadata_str(value: &Value, key: &str) -> Option<String> {
 /// Checks one object; `None` when it is not a RayJob or RayCluster. Takes the object by value:
 /// defaulting rewrites it in place, and a copy per object would dominate bulk validation.
 pub fn check_object(mut object: Value, ctx: &ValidationContext) -> Option<Checked> {
+    let ray_kind = ray_kind(&object)?;
     let (api_version, kind) = type_meta(&object)?;
-    let ray_kind = RayKind::of(api_version, kind)?;
     let (api_version, kind) = (api_version.to_string(), kind.to_string());
     let namespace = metadata_str(&object, "namespace");
     let name = metadata_str(&object, "name");
