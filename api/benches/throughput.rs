@@ -146,9 +146,14 @@ fn measure<T>(
 fn check_and_size(values: Vec<Value>, ctx: &ValidationContext) -> usize {
     values
         .into_iter()
-        .filter_map(|value| check_object(value, ctx))
-        .filter(|c| c.pod_group().is_some_and(|pg| pg.is_ok()))
+        .map(|value| checked_and_sized(value, ctx))
+        .filter(|&sized| sized)
         .count()
+}
+
+/// Whether `value` is a Ray object that checks and gets its PodGroup.
+fn checked_and_sized(value: Value, ctx: &ValidationContext) -> bool {
+    check_object(value, ctx).is_some_and(|c| c.pod_group().is_some_and(|pg| pg.is_ok()))
 }
 
 /// Checks one object on a cold process: the first check loads and compiles the CRD schemas, once
@@ -172,8 +177,7 @@ fn parse(name: &str, text: &str) -> Vec<Document> {
 fn whole_file(name: &str, text: &str, ctx: &ValidationContext) -> usize {
     let mut sized = 0;
     let read = for_each_document(name, text, |doc| {
-        if check_object(doc.value, ctx).is_some_and(|c| c.pod_group().is_some_and(|pg| pg.is_ok()))
-        {
+        if checked_and_sized(doc.value, ctx) {
             sized += 1;
         }
     });
