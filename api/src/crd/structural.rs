@@ -1,6 +1,6 @@
 //! Structural-schema walks that mutate an object: null pruning, defaulting, unknown-field pruning.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::schema::{Node, Ty};
 
@@ -17,18 +17,24 @@ pub(crate) fn json_type(value: &Value) -> &'static str {
     }
 }
 
+/// Removes the `null` members of one object whose schema is neither nullable nor defaulted (the
+/// rule of kube-apiserver's `PruneNonNullableNullsWithoutDefaults`, one level).
+pub(crate) fn prune_null_members(map: &mut Map<String, Value>, schema: &Node) {
+    // `retain` rebuilds the map; almost no object holds a null, so look first.
+    if map.values().any(Value::is_null) {
+        map.retain(|key, child| match schema.member(key) {
+            Some(s) => !(child.is_null() && !s.nullable && s.default.is_none()),
+            None => true,
+        });
+    }
+}
+
 /// Removes `null` members whose schema is neither nullable nor defaulted
 /// (kube-apiserver's `PruneNonNullableNullsWithoutDefaults`). Array items are never removed.
 pub(crate) fn prune_nulls(value: &mut Value, schema: &Node) {
     match value {
         Value::Object(map) => {
-            // `retain` rebuilds the map; almost no object holds a null, so look first.
-            if map.values().any(Value::is_null) {
-                map.retain(|key, child| match schema.member(key) {
-                    Some(s) => !(child.is_null() && !s.nullable && s.default.is_none()),
-                    None => true,
-                });
-            }
+            prune_null_members(map, schema);
             for (key, child) in map.iter_mut() {
                 if matches!(child, Value::Object(_) | Value::Array(_))
                     && let Some(s) = schema.member(key)
@@ -112,12 +118,7 @@ pub(crate) fn prune_nulls_and_default(value: &mut Value, schema: &Node) {
     }
     match value {
         Value::Object(map) => {
-            if map.values().any(Value::is_null) {
-                map.retain(|key, child| match schema.member(key) {
-                    Some(s) => !(child.is_null() && !s.nullable && s.default.is_none()),
-                    None => true,
-                });
-            }
+            prune_null_members(map, schema);
             for (key, child) in map.iter_mut() {
                 if let Some(s) = schema.properties.get(key) {
                     prune_nulls_and_default(child, s);

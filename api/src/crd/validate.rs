@@ -276,12 +276,7 @@ impl Validator {
         path: &mut String,
         root: bool,
     ) {
-        if map.values().any(Value::is_null) {
-            map.retain(|key, child| match s.member(key) {
-                Some(m) => !(child.is_null() && !m.nullable && m.default.is_none()),
-                None => true,
-            });
-        }
+        structural::prune_null_members(map, s);
         let mut filled: Vec<&str> = Vec::new();
         if s.has_defaults {
             for (key, default_value) in &s.defaulted {
