@@ -1,9 +1,10 @@
 //! The CRD schemas compiled once into a compact tree for fast defaulting and validation.
 
 use rustc_hash::FxHashMap;
-use std::sync::LazyLock;
-
-use std::fmt;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt::{self, Write as _};
+use std::sync::{Arc, LazyLock};
 
 #[cfg(test)]
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
@@ -76,9 +77,9 @@ pub(crate) struct Node {
     pub(crate) ty: Ty,
     /// Looked up once per member of every checked object: FxHash, not SipHash (the table is
     /// fixed, so hash flooding through input keys cannot degrade it).
-    pub(crate) properties: FxHashMap<String, Node>,
-    pub(crate) additional: Option<Box<Node>>,
-    pub(crate) items: Option<Box<Node>>,
+    pub(crate) properties: FxHashMap<String, Shared>,
+    pub(crate) additional: Option<Shared>,
+    pub(crate) items: Option<Shared>,
     pub(crate) required: Vec<String>,
     pub(crate) default: Option<Value>,
     pub(crate) nullable: bool,
@@ -106,8 +107,8 @@ pub(crate) struct Node {
 /// straight into compiled [`Node`]s through this (`#[serde(from)]`), one node at a time, never
 /// into k8s-openapi's `JSONSchemaProps`. A typed `JSONSchemaProps` tree of both `ray.io` CRDs
 /// takes 36 MiB of heap (each node is a struct of ~45 optional fields, each map a B-tree of
-/// 11-slot nodes) against the compiled tree's 7 MiB, and it was kept for the life of the
-/// process: most of the webhook's memory.
+/// 11-slot nodes) against 7 MiB for compiled nodes, and it was kept for the life of the
+/// process: most of the webhook's memory. Equal compiled subtrees are then shared ([`Shared`]).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Declared {
@@ -115,7 +116,7 @@ struct Declared {
     ty: Option<String>,
     #[serde(rename = "x-kubernetes-int-or-string")]
     int_or_string: Option<bool>,
-    properties: Option<FxHashMap<String, Node>>,
+    properties: Option<FxHashMap<String, Shared>>,
     additional_properties: Option<SchemaOrBool>,
     items: Option<SchemaOrSchemas>,
     required: Option<Vec<String>>,
@@ -146,7 +147,7 @@ struct DeclaredRule {
 }
 
 /// `additionalProperties`: a schema, or a boolean (which constrains nothing raygate checks).
-struct SchemaOrBool(Option<Node>);
+struct SchemaOrBool(Option<Shared>);
 
 impl<'de> Deserialize<'de> for SchemaOrBool {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -160,7 +161,7 @@ impl<'de> Deserialize<'de> for SchemaOrBool {
                 Ok(SchemaOrBool(None))
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<SchemaOrBool, A::Error> {
-                Node::deserialize(MapAccessDeserializer::new(map)).map(|n| SchemaOrBool(Some(n)))
+                Shared::deserialize(MapAccessDeserializer::new(map)).map(|n| SchemaOrBool(Some(n)))
             }
         }
         deserializer.deserialize_any(Expect)
@@ -169,7 +170,7 @@ impl<'de> Deserialize<'de> for SchemaOrBool {
 
 /// `items`: a schema, or a list of schemas of which the first applies (as kube-openapi reads
 /// the legacy tuple form).
-struct SchemaOrSchemas(Option<Node>);
+struct SchemaOrSchemas(Option<Shared>);
 
 impl<'de> Deserialize<'de> for SchemaOrSchemas {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -180,10 +181,11 @@ impl<'de> Deserialize<'de> for SchemaOrSchemas {
                 f.write_str("a schema or a list of schemas")
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<SchemaOrSchemas, A::Error> {
-                Node::deserialize(MapAccessDeserializer::new(map)).map(|n| SchemaOrSchemas(Some(n)))
+                Shared::deserialize(MapAccessDeserializer::new(map))
+                    .map(|n| SchemaOrSchemas(Some(n)))
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<SchemaOrSchemas, A::Error> {
-                let first = seq.next_element::<Node>()?;
+                let first = seq.next_element::<Shared>()?;
                 while seq.next_element::<de::IgnoredAny>()?.is_some() {}
                 Ok(SchemaOrSchemas(first))
             }
@@ -195,8 +197,8 @@ impl<'de> Deserialize<'de> for SchemaOrSchemas {
 impl From<Declared> for Node {
     fn from(s: Declared) -> Self {
         let properties = s.properties.unwrap_or_default();
-        let additional = s.additional_properties.and_then(|a| a.0).map(Box::new);
-        let items = s.items.and_then(|i| i.0).map(Box::new);
+        let additional = s.additional_properties.and_then(|a| a.0);
+        let items = s.items.and_then(|i| i.0);
         let mut defaulted: Vec<(String, Value)> = properties
             .iter()
             .filter_map(|(k, v)| v.default.clone().map(|d| (k.clone(), d)))
@@ -254,7 +256,62 @@ impl Node {
 
     /// Schema of the member `key` of an object: its property, else `additionalProperties`.
     pub(crate) fn member(&self, key: &str) -> Option<&Node> {
-        self.properties.get(key).or(self.additional.as_deref())
+        self.property(key).or(self.additional.as_deref())
+    }
+
+    /// Schema of the declared property `key`.
+    pub(crate) fn property(&self, key: &str) -> Option<&Node> {
+        self.properties.get(key).map(|p| &**p)
+    }
+
+    /// What identifies this node among nodes whose children are already interned: every
+    /// field but the children, which count by identity (equal subtrees are one [`Shared`]
+    /// after interning, so equal identities mean equal subtrees).
+    fn interning_key(&self) -> String {
+        let Node {
+            ty,
+            properties,
+            additional,
+            items,
+            required,
+            default,
+            nullable,
+            preserve_unknown,
+            enum_values,
+            minimum,
+            exclusive_minimum,
+            maximum,
+            exclusive_maximum,
+            min_items,
+            max_items,
+            min_length,
+            max_length,
+            pattern,
+            known_pattern: _,
+            rules,
+            has_defaults: _,
+            defaulted: _,
+        } = self;
+        let mut children: Vec<(&str, *const Node)> = properties
+            .iter()
+            .map(|(name, child)| (name.as_str(), Arc::as_ptr(&child.0)))
+            .collect();
+        children.sort_unstable();
+        let identity = |child: &Option<Shared>| child.as_ref().map(|c| Arc::as_ptr(&c.0));
+        let mut key = String::new();
+        // Writing to a String cannot fail.
+        let _ = write!(
+            key,
+            "{ty:?}{children:?}{:?}{:?}{required:?}{default:?}{nullable}{preserve_unknown}\
+             {enum_values:?}{minimum:?}{exclusive_minimum}{maximum:?}{exclusive_maximum}\
+             {min_items:?}{max_items:?}{min_length:?}{max_length:?}{pattern:?}",
+            identity(additional),
+            identity(items),
+        );
+        for Rule { rule, message } in rules {
+            let _ = write!(key, "{rule:?}{message:?}");
+        }
+        key
     }
 
     /// Every node of the tree, depth first (used by tests).
@@ -275,6 +332,49 @@ impl Node {
             i.walk(out);
         }
     }
+}
+
+/// A compiled schema node, shared by every place that declares the same subtree: the `ray.io`
+/// CRDs declare the Pod template schema (about a thousand nodes) for the head, the worker
+/// groups and the submitter, in both versions of both kinds, and the compiled copies made up
+/// most of the webhook's heap until they were interned into one.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Shared(Arc<Node>);
+
+impl std::ops::Deref for Shared {
+    type Target = Node;
+
+    fn deref(&self) -> &Node {
+        &self.0
+    }
+}
+
+thread_local! {
+    /// The interned nodes by [`Node::interning_key`], while [`SCHEMAS`] is compiled.
+    static INTERNED: RefCell<Option<HashMap<String, Shared>>> = const { RefCell::new(None) };
+}
+
+impl<'de> Deserialize<'de> for Shared {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let node = Node::deserialize(deserializer)?;
+        Ok(INTERNED.with_borrow_mut(|interned| match interned {
+            // Children are read before their parent, so they are interned already.
+            Some(interned) => interned
+                .entry(node.interning_key())
+                .or_insert_with(|| Shared(Arc::new(node)))
+                .clone(),
+            None => Shared(Arc::new(node)),
+        }))
+    }
+}
+
+/// Runs `read` with every schema subtree it reads interned (see [`Shared`]), across all the
+/// documents it reads.
+fn interning<T>(read: impl FnOnce() -> T) -> T {
+    INTERNED.set(Some(HashMap::new()));
+    let read = read();
+    INTERNED.set(None);
+    read
 }
 
 /// The parts of a CRD that [`SCHEMAS`] reads.
@@ -305,14 +405,17 @@ struct DeclaredVersion {
 #[derive(Deserialize)]
 struct DeclaredValidation {
     #[serde(rename = "openAPIV3Schema")]
-    open_api_v3_schema: Option<Node>,
+    open_api_v3_schema: Option<Shared>,
 }
 
 /// Compiled root schemas by (apiVersion, kind), read from the embedded CRD files (not from
 /// the typed [`super::generate::CRDS`], which only the CLI's manifest rendering needs).
 /// serde-saphyr, not serde_yaml_ng: the latter first loads the whole document's event list
 /// (tens of MiB for the RayJob CRD), which stayed in the process's peak RSS.
-static SCHEMAS: LazyLock<Vec<(String, String, Node)>> = LazyLock::new(|| {
+static SCHEMAS: LazyLock<Vec<(String, String, Shared)>> =
+    LazyLock::new(|| interning(compile_embedded));
+
+fn compile_embedded() -> Vec<(String, String, Shared)> {
     let mut out = Vec::new();
     for (name, yaml) in COMMITTED
         .iter()
@@ -338,14 +441,14 @@ static SCHEMAS: LazyLock<Vec<(String, String, Node)>> = LazyLock::new(|| {
         }
     }
     out
-});
+}
 
 /// The compiled schema of `api_version`/`kind`.
 pub(crate) fn lookup(api_version: &str, kind: &str) -> Result<&'static Node, CrdError> {
     SCHEMAS
         .iter()
         .find(|(v, k, _)| v == api_version && k == kind)
-        .map(|(_, _, node)| node)
+        .map(|(_, _, node)| &**node)
         .ok_or_else(|| CrdError::UnknownKind {
             api_version: api_version.to_owned(),
             kind: kind.to_owned(),

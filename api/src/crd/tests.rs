@@ -1792,3 +1792,73 @@ fn every_keyword_the_crds_declare_is_read_into_the_compiled_schema() {
         );
     }
 }
+
+/// The node at `path` below `root`: property names, `[]` for array items.
+fn schema_at<'a>(root: &'a Node, path: &[&str]) -> &'a Node {
+    path.iter().fold(root, |node, step| match *step {
+        "[]" => node.items.as_deref().expect("items"),
+        name => node.property(name).unwrap_or_else(|| panic!("{name}")),
+    })
+}
+
+/// Equal schema subtrees are compiled once: every Pod template of both kinds in both served
+/// versions is one compiled node, and the four schemas hold over twenty times fewer distinct
+/// nodes than they declare (14,176 declared, 221 distinct when this was written).
+#[test]
+fn equal_schema_subtrees_are_compiled_once() {
+    let head = ["spec", "headGroupSpec", "template"];
+    let worker = ["spec", "workerGroupSpecs", "[]", "template"];
+    let templates = [
+        ("ray.io/v1", "RayCluster", head.to_vec()),
+        ("ray.io/v1", "RayCluster", worker.to_vec()),
+        ("ray.io/v1alpha1", "RayCluster", head.to_vec()),
+        (
+            "ray.io/v1",
+            "RayJob",
+            [&["spec", "rayClusterSpec"][..], &head[1..]].concat(),
+        ),
+        (
+            "ray.io/v1",
+            "RayJob",
+            [&["spec", "rayClusterSpec"][..], &worker[1..]].concat(),
+        ),
+        ("ray.io/v1", "RayJob", vec!["spec", "submitterPodTemplate"]),
+        (
+            "ray.io/v1alpha1",
+            "RayJob",
+            vec!["spec", "submitterPodTemplate"],
+        ),
+    ];
+    let first = schema_at(
+        schema::lookup("ray.io/v1", "RayCluster").expect("served"),
+        &head,
+    );
+    assert!(first.property("spec").is_some(), "a Pod template schema");
+    for (v, k, path) in &templates {
+        let template = schema_at(schema::lookup(v, k).expect("served"), path);
+        assert!(std::ptr::eq(template, first), "{v} {k} {path:?} is a copy");
+    }
+
+    let mut declared = Vec::new();
+    for (v, k) in [
+        ("ray.io/v1", "RayJob"),
+        ("ray.io/v1", "RayCluster"),
+        ("ray.io/v1alpha1", "RayJob"),
+        ("ray.io/v1alpha1", "RayCluster"),
+    ] {
+        schema::lookup(v, k).expect("served").walk(&mut declared);
+    }
+    let distinct: std::collections::HashSet<*const Node> =
+        declared.iter().map(|n| *n as *const Node).collect();
+    println!(
+        "{} declared schema nodes, {} distinct",
+        declared.len(),
+        distinct.len()
+    );
+    assert!(
+        distinct.len() * 5 < declared.len(),
+        "{} declared schema nodes, {} distinct",
+        declared.len(),
+        distinct.len()
+    );
+}
