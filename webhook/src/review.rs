@@ -7,6 +7,7 @@
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// The only AdmissionReview version raygate's webhook configurations ask for.
 pub const ADMISSION_API_VERSION: &str = "admission.k8s.io/v1";
@@ -134,15 +135,19 @@ impl AdmissionRequest {
     }
 }
 
+/// The review around `request`, which is only checked for JSON syntax here (a borrowed raw
+/// slice of the body): `apiVersion` and `kind` are judged before the request is decoded, and
+/// the request is decoded once, straight into [`AdmissionRequest`] (through a `Value` first,
+/// every object in it was built twice).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ReviewEnvelope {
+struct ReviewEnvelope<'a> {
     #[serde(default)]
     api_version: String,
     #[serde(default)]
     kind: String,
-    #[serde(default)]
-    request: Option<Value>,
+    #[serde(default, borrow)]
+    request: Option<&'a RawValue>,
 }
 
 /// Reads an AdmissionReview v1 request body.
@@ -154,11 +159,11 @@ pub fn parse_request(body: &[u8]) -> Result<AdmissionRequest, ReviewError> {
             kind: envelope.kind,
         });
     }
-    let request = match envelope.request {
-        None | Some(Value::Null) => return Err(ReviewError::MissingRequest),
-        Some(request) => request,
+    // `"request": null` reads as `None` too.
+    let Some(request) = envelope.request else {
+        return Err(ReviewError::MissingRequest);
     };
-    let request: AdmissionRequest = serde_json::from_value(request)?;
+    let request: AdmissionRequest = serde_json::from_str(request.get())?;
     if request.uid.is_empty() {
         return Err(ReviewError::MissingUid);
     }
