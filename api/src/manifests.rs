@@ -334,10 +334,7 @@ fn deployment(options: &InstallOptions) -> Value {
                         "name": keys::APP_NAME,
                         "image": options.image,
                         "args": ["run"],
-                        "env": [
-                            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-                            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-                        ],
+                        "env": container_env(),
                         "ports": [
                             {"name": "webhook", "containerPort": keys::WEBHOOK_PORT, "protocol": "TCP"},
                             {"name": "health", "containerPort": keys::HEALTH_PORT, "protocol": "TCP"},
@@ -362,6 +359,21 @@ fn deployment(options: &InstallOptions) -> Value {
             },
         },
     })
+}
+
+/// The container's environment: its Pod's name and namespace, and [`keys::CONTAINER_ENV`].
+fn container_env() -> Value {
+    let pod_field = |name: &str, path: &str| json!({"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}});
+    let mut env = vec![
+        pod_field("POD_NAMESPACE", "metadata.namespace"),
+        pod_field("POD_NAME", "metadata.name"),
+    ];
+    env.extend(
+        keys::CONTAINER_ENV
+            .iter()
+            .map(|(name, value)| json!({"name": name, "value": value})),
+    );
+    Value::Array(env)
 }
 
 /// Namespaces raygate acts in: opted in, and never `kube-system` or its own.

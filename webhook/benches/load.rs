@@ -6,7 +6,8 @@
 //! so that its RSS and CPU are its own: the real router and TLS stack (`raygate_webhook::serve`)
 //! with preloaded informer caches instead of a cluster.
 //!
-//! The server process uses mimalloc, as the `raygate` binary does.
+//! The server process uses mimalloc, as the `raygate` binary does, and runs with the
+//! Deployment's environment ([`keys::CONTAINER_ENV`]: mimalloc's options).
 //!
 //! Reports p50/p99/p99.9/max latency at an open-loop 1,000 req/s (latency measured from each
 //! request's scheduled send time, so a stalled server cannot hide queueing), the saturation
@@ -33,7 +34,7 @@ use hyper::{Request, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use raygate_api::keys::{NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE};
+use raygate_api::keys::{self, NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE};
 use raygate_api::validation::ValidationContext;
 use raygate_api::volcano::Queue;
 use raygate_certs::{CertResolver, certified_key_from_pem};
@@ -628,6 +629,7 @@ fn main() {
         .unwrap_or(10);
     let mut server = Command::new(std::env::current_exe().expect("own path"))
         .env(SERVER_ENV, "1")
+        .envs(keys::CONTAINER_ENV)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
