@@ -1215,6 +1215,11 @@ fn rayjob_rules() {
             "rayjob-runtime-env-yaml-invalid",
             "spec: {runtimeEnvYAML: \"pip: [requests]\\nenv_vars: {A: b}\\n\"}",
         ),
+        // Go's YAML reader turns non-string keys into strings: still a map.
+        pass(
+            "rayjob-runtime-env-yaml-invalid",
+            "spec: {runtimeEnvYAML: \"1: a\\ntrue: b\\n\"}",
+        ),
         // raygate: submit payload
         fire("rayjob-entrypoint-empty", "spec: {entrypoint: null}"),
         fire("rayjob-entrypoint-empty", "spec: {entrypoint: '  '}"),
