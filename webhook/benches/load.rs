@@ -461,6 +461,8 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 struct OpenLoop {
     /// Latencies of the successful requests, from their scheduled send time, sorted.
     latencies: Vec<Duration>,
+    /// The same latencies by webhook path, each sorted.
+    by_path: BTreeMap<&'static str, Vec<Duration>>,
     /// How late each request was handed to the client runtime, sorted: the load generator's
     /// own share of the latencies.
     lateness: Vec<Duration>,
@@ -499,22 +501,30 @@ async fn open_loop(senders: &[Sender], bodies: &[(&'static str, Bytes)], seconds
         let (path, body) = bodies[i as usize % bodies.len()].clone();
         let sender = senders[i as usize % senders.len()].clone();
         tasks.push(tokio::spawn(async move {
-            send(sender, path, body).await.map(|()| scheduled.elapsed())
+            send(sender, path, body)
+                .await
+                .map(|()| (path, scheduled.elapsed()))
         }));
     }
     pacer.join().expect("pacing thread");
     let failures = Failures::default();
     let mut latencies = Vec::with_capacity(tasks.len());
+    let mut by_path = BTreeMap::<&'static str, Vec<Duration>>::new();
     for task in tasks {
         match task.await.expect("request task") {
-            Ok(latency) => latencies.push(latency),
+            Ok((path, latency)) => {
+                latencies.push(latency);
+                by_path.entry(path).or_default().push(latency);
+            }
             Err(failure) => failures.record(failure),
         }
     }
     latencies.sort();
+    by_path.values_mut().for_each(|l| l.sort());
     lateness.sort();
     OpenLoop {
         latencies,
+        by_path,
         lateness,
         failures,
     }
@@ -667,6 +677,7 @@ fn main() {
         let cpu_before = cpu_time(pid);
         let OpenLoop {
             latencies,
+            by_path,
             lateness,
             failures: open_failures,
         } = open_loop(&senders, &bodies, seconds).await;
@@ -688,6 +699,15 @@ fn main() {
                 ms(p99),
                 ms(percentile(&latencies, 0.999)),
                 ms(latencies[latencies.len() - 1]),
+            );
+        }
+        for (path, latencies) in &by_path {
+            println!(
+                "  {path} ({} ok): p50 {:.3} ms, p99 {:.3} ms, p99.9 {:.3} ms",
+                latencies.len(),
+                ms(percentile(latencies, 0.50)),
+                ms(percentile(latencies, 0.99)),
+                ms(percentile(latencies, 0.999)),
             );
         }
         println!(
