@@ -12,6 +12,7 @@ use raygate_api::onboarding::{
     gang_owner_of_cluster_job, is_mirror_pod, namespace_opted_in, onboarding_patch,
     originating_ray_job, ray_pod_role, submitter_job_ray_job,
 };
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::cache::{Caches, LookupError};
@@ -35,7 +36,7 @@ pub fn string_map(object: &Value, map: &str) -> Labels {
 /// The Pod's `metadata.ownerReferences`, read leniently: malformed ones count as none.
 fn owner_references(pod: &Value) -> Vec<OwnerReference> {
     pod.pointer("/metadata/ownerReferences")
-        .and_then(|owners| serde_json::from_value(owners.clone()).ok())
+        .and_then(|owners| Vec::<OwnerReference>::deserialize(owners).ok())
         .unwrap_or_default()
 }
 
@@ -96,8 +97,7 @@ pub async fn review_pod(caches: &Caches, request: &AdmissionRequest) -> Verdict 
     }
     match caches.namespace(namespace).await {
         Ok(Some(ns)) => {
-            let labels = ns.metadata.labels.clone().unwrap_or_default();
-            if !namespace_opted_in(&labels) {
+            if !namespace_opted_in(ns.metadata.labels.as_ref().unwrap_or(&Labels::new())) {
                 return Verdict::allow();
             }
         }

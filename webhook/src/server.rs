@@ -326,18 +326,19 @@ async fn convert(headers: HeaderMap, body: Bytes) -> Response {
     axum::Json(raygate_api::conversion::convert_review_json(&body)).into_response()
 }
 
+/// Logs a verdict; the object key is only formatted when the event is enabled (an admitted
+/// review is a debug event).
 fn log_verdict(webhook: &str, request: &AdmissionRequest, verdict: &Verdict) {
-    let key = request.object_key();
     let kind = request.kind.kind.as_str();
     let operation = request.operation.as_str();
     let dry_run = request.is_dry_run();
     match &verdict.denial {
         Some(denial) => tracing::info!(
-            webhook, object = %key, kind, operation, dry_run, uid = %request.uid,
+            webhook, object = %request.object_key(), kind, operation, dry_run, uid = %request.uid,
             code = denial.code, message = %denial.message, "denied"
         ),
         None => tracing::debug!(
-            webhook, object = %key, kind, operation, dry_run, uid = %request.uid,
+            webhook, object = %request.object_key(), kind, operation, dry_run, uid = %request.uid,
             patch_ops = verdict.patch.0.len(), warnings = verdict.warnings.len(), verdict = verdict.label(),
             "admitted"
         ),
