@@ -5,6 +5,9 @@
 //! not know is ever dropped or rewritten.
 
 use base64::Engine as _;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -79,10 +82,11 @@ impl Operation {
     }
 }
 
-/// The parts of `request` raygate reads.
+/// The parts of `request` raygate reads. `O` is how `object` is read on the wire; the webhooks
+/// get it as a `Value` (see [`ObjectView`]).
 #[derive(Deserialize, Clone, Debug)]
-#[serde(rename_all = "camelCase")]
-pub struct AdmissionRequest {
+#[serde(rename_all = "camelCase", bound(deserialize = "O: Deserialize<'de>"))]
+pub struct AdmissionRequest<O = Value> {
     /// Correlation id, echoed in the response.
     pub uid: String,
     /// The object's kind (after `matchPolicy: Equivalent` conversion).
@@ -100,13 +104,120 @@ pub struct AdmissionRequest {
     pub operation: Operation,
     /// The new object; null on DELETE.
     #[serde(default)]
-    pub object: Option<Value>,
+    pub object: Option<O>,
     /// The object before an UPDATE or DELETE.
     #[serde(default)]
     pub old_object: Option<Value>,
     /// Whether nothing will be persisted.
     #[serde(default)]
     pub dry_run: Option<bool>,
+}
+
+impl<O> AdmissionRequest<O> {
+    fn map_object<P>(self, read: impl FnOnce(O) -> P) -> AdmissionRequest<P> {
+        let AdmissionRequest {
+            uid,
+            kind,
+            sub_resource,
+            name,
+            namespace,
+            operation,
+            object,
+            old_object,
+            dry_run,
+        } = self;
+        AdmissionRequest {
+            uid,
+            kind,
+            sub_resource,
+            name,
+            namespace,
+            operation,
+            object: object.map(read),
+            old_object,
+            dry_run,
+        }
+    }
+}
+
+/// How much of `request.object` a webhook reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObjectView {
+    /// All of it (Ray objects and QueuePolicies are validated whole).
+    Whole,
+    /// What Pod onboarding reads: `apiVersion`, `kind`, `metadata` and `spec.schedulerName`.
+    /// The rest of a Pod (containers, volumes, …: most of its bytes) is only checked for JSON
+    /// syntax. An object or a `spec` that is not a JSON object is kept whole, so that the
+    /// verdict on it does not change.
+    PodOnboarding,
+}
+
+/// A JSON value read as [`ObjectView::PodOnboarding`] reads a Pod.
+struct PodOnboardingObject(Value);
+
+impl<'de> Deserialize<'de> for PodOnboardingObject {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Members {
+            keep: &["apiVersion", "kind", "metadata"],
+            reduced: Some(("spec", &["schedulerName"])),
+        }
+        .deserialize(deserializer)
+        .map(PodOnboardingObject)
+    }
+}
+
+/// A JSON object reduced to the members `keep` names, and the member `reduced.0` (when it is
+/// an object) to its members `reduced.1`; the last of duplicate members wins, as in a `Value`.
+/// Anything else than an object is read whole.
+#[derive(Clone, Copy)]
+struct Members {
+    keep: &'static [&'static str],
+    reduced: Option<(&'static str, &'static [&'static str])>,
+}
+
+impl<'de> DeserializeSeed<'de> for Members {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        // Borrowed from the review's body: only checked for syntax here.
+        let raw = <&'de RawValue>::deserialize(deserializer)?;
+        let read = if raw.get().starts_with('{') {
+            serde_json::Deserializer::from_str(raw.get()).deserialize_map(self)
+        } else {
+            serde_json::from_str(raw.get())
+        };
+        read.map_err(de::Error::custom)
+    }
+}
+
+impl<'de> Visitor<'de> for Members {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut kept = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            match self.reduced {
+                Some((reduced, keep)) if key == reduced => {
+                    let value = map.next_value_seed(Members {
+                        keep,
+                        reduced: None,
+                    })?;
+                    kept.insert(key, value);
+                }
+                _ if self.keep.contains(&key.as_str()) => {
+                    kept.insert(key, map.next_value()?);
+                }
+                _ => {
+                    map.next_value::<de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Value::Object(kept))
+    }
 }
 
 impl AdmissionRequest {
@@ -150,8 +261,8 @@ struct ReviewEnvelope<'a> {
     request: Option<&'a RawValue>,
 }
 
-/// Reads an AdmissionReview v1 request body.
-pub fn parse_request(body: &[u8]) -> Result<AdmissionRequest, ReviewError> {
+/// Reads an AdmissionReview v1 request body, with as much of the object as `view` says.
+pub fn parse_request(body: &[u8], view: ObjectView) -> Result<AdmissionRequest, ReviewError> {
     let envelope: ReviewEnvelope = serde_json::from_slice(body)?;
     if envelope.api_version != ADMISSION_API_VERSION || envelope.kind != ADMISSION_REVIEW_KIND {
         return Err(ReviewError::WrongType {
@@ -163,7 +274,13 @@ pub fn parse_request(body: &[u8]) -> Result<AdmissionRequest, ReviewError> {
     let Some(request) = envelope.request else {
         return Err(ReviewError::MissingRequest);
     };
-    let request: AdmissionRequest = serde_json::from_str(request.get())?;
+    let request: AdmissionRequest = match view {
+        ObjectView::Whole => serde_json::from_str(request.get())?,
+        ObjectView::PodOnboarding => {
+            serde_json::from_str::<AdmissionRequest<PodOnboardingObject>>(request.get())?
+                .map_object(|object| object.0)
+        }
+    };
     if request.uid.is_empty() {
         return Err(ReviewError::MissingUid);
     }
@@ -360,11 +477,69 @@ mod tests {
             "object": {"metadata": {"generateName": "p-"}},
             "dryRun": true,
         }));
-        let request = parse_request(&body).unwrap();
+        let request = parse_request(&body, ObjectView::Whole).unwrap();
         assert_eq!(request.uid, "u-1");
         assert_eq!(request.operation, Operation::Create);
         assert!(request.is_dry_run());
         assert_eq!(request.object_key(), "ns/p-");
+    }
+
+    /// What [`ObjectView::PodOnboarding`] must read: the whole object's `apiVersion`, `kind`,
+    /// `metadata` and `spec.schedulerName`, and anything that is not an object whole.
+    fn onboarding_part(whole: &Value) -> Value {
+        let Value::Object(members) = whole else {
+            return whole.clone();
+        };
+        let kept = members.iter().filter_map(|(key, value)| {
+            let value = match (key.as_str(), value) {
+                ("apiVersion" | "kind" | "metadata", _) => value.clone(),
+                ("spec", Value::Object(spec)) => Value::Object(
+                    spec.iter()
+                        .filter(|(k, _)| *k == "schedulerName")
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                ),
+                ("spec", _) => value.clone(),
+                _ => return None,
+            };
+            Some((key.clone(), value))
+        });
+        Value::Object(kept.collect())
+    }
+
+    #[test]
+    fn a_pod_review_reads_only_what_onboarding_needs_and_the_same_values() {
+        let objects = [
+            r#"{"apiVersion":"v1","kind":"Pod","metadata":{"generateName":"p-","labels":{"ray.io/cluster":"c"}},"spec":{"schedulerName":"volcano","containers":[{"name":"ray","image":"i","env":[{"name":"A","value":"\u00e9"}]}]},"status":{}}"#,
+            r#"{"metadata":{"name":"p"},"spec":{"containers":[]}}"#,
+            r#"{"spec":{"schedulerName":"a"},"spec":{"schedulerName":"b","x":1},"metadata":{"name":"first"},"metadata":{"name":"last"}}"#,
+            r#"{"spec":"not an object","metadata":null}"#,
+            r#"{"spec":null}"#,
+            r#"{"spec":[{"schedulerName":"x"}]}"#,
+            r#"{}"#,
+            r#"[1,{"spec":{}}]"#,
+            r#""a string""#,
+            r#"null"#,
+        ];
+        for object in objects {
+            let body = format!(
+                r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","kind":{{"version":"v1","kind":"Pod"}},"operation":"CREATE","namespace":"ns","object":{object}}}}}"#
+            );
+            let whole = parse_request(body.as_bytes(), ObjectView::Whole).unwrap();
+            let onboarding = parse_request(body.as_bytes(), ObjectView::PodOnboarding).unwrap();
+            let expected = whole.object.as_ref().map(onboarding_part);
+            assert_eq!(onboarding.object, expected, "{object}");
+            assert_eq!(onboarding.uid, whole.uid);
+            assert_eq!(onboarding.object_key(), whole.object_key(), "{object}");
+        }
+        let truncated = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{},"operation":"CREATE","object":{"spec":{"containers":[}}}}"#;
+        let error = parse_request(truncated, ObjectView::PodOnboarding).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("the body is not an AdmissionReview"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -393,7 +568,9 @@ mod tests {
             ),
         ];
         for (body, expected) in cases {
-            let error = parse_request(body).unwrap_err().to_string();
+            let error = parse_request(body, ObjectView::Whole)
+                .unwrap_err()
+                .to_string();
             assert!(error.contains(expected), "{error:?} lacks {expected:?}");
         }
     }

@@ -27,7 +27,7 @@ use tower_http::timeout::TimeoutLayer;
 use crate::cache::Caches;
 use crate::metrics::{AdmissionLabels, CodeLabels, Metrics, WebhookLabels};
 use crate::ray::RayWebhook;
-use crate::review::{self, AdmissionRequest, Verdict};
+use crate::review::{self, AdmissionRequest, ObjectView, Verdict};
 use crate::{pods, ray};
 
 // The paths are shared with the install manifests, which must name the same ones.
@@ -268,7 +268,12 @@ async fn admit(
         )
             .into_response();
     }
-    let request = match review::parse_request(&body) {
+    let view = if webhook == MUTATE_PODS_PATH {
+        ObjectView::PodOnboarding
+    } else {
+        ObjectView::Whole
+    };
+    let request = match review::parse_request(&body, view) {
         Ok(request) => request,
         Err(error) => {
             tracing::warn!(webhook, %error, "malformed AdmissionReview");
