@@ -694,7 +694,11 @@ fn runtime_env_is_map(yaml: &str) -> Result<(), String> {
 /// was half the cost of a RayJob admission review).
 fn parsed_runtime_env_is_map(yaml: &str) -> Result<(), String> {
     use serde_yaml_ng::Value as Yaml;
-    let value: Yaml = serde_yaml_ng::from_str(yaml).map_err(|e| e.to_string())?;
+    let mut value: Yaml = serde_yaml_ng::from_str(yaml).map_err(|e| e.to_string())?;
+    // A local tag (`!env {…}`) does not change what the value is, as for Go's reader.
+    while let Yaml::Tagged(tagged) = value {
+        value = tagged.value;
+    }
     match value {
         Yaml::Mapping(_) | Yaml::Null => Ok(()),
         other => Err(format!(
@@ -703,7 +707,6 @@ fn parsed_runtime_env_is_map(yaml: &str) -> Result<(), String> {
                 Yaml::Sequence(_) => "a sequence",
                 Yaml::String(_) => "a string",
                 Yaml::Bool(_) => "a bool",
-                Yaml::Tagged(_) => "a tagged value",
                 _ => "a number",
             }
         )),

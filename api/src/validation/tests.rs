@@ -1220,6 +1220,14 @@ fn rayjob_rules() {
             "rayjob-runtime-env-yaml-invalid",
             "spec: {runtimeEnvYAML: \"1: a\\ntrue: b\\n\"}",
         ),
+        pass(
+            "rayjob-runtime-env-yaml-invalid",
+            "spec: {runtimeEnvYAML: \"!env {pip: [requests]}\"}",
+        ),
+        fire(
+            "rayjob-runtime-env-yaml-invalid",
+            "spec: {runtimeEnvYAML: \"!env [pip]\"}",
+        ),
         // raygate: submit payload
         fire("rayjob-entrypoint-empty", "spec: {entrypoint: null}"),
         fire("rayjob-entrypoint-empty", "spec: {entrypoint: '  '}"),
