@@ -30,6 +30,7 @@ pub mod preserve;
 pub mod quantity;
 pub mod queue_policy;
 pub mod ray;
+pub mod runtime_env;
 pub mod sizing;
 pub mod validation;
 pub mod volcano;

@@ -49,15 +49,9 @@ pub fn runtime_env_json(job: &RayJob) -> Result<Option<Value>, SubmitCommandErro
     else {
         return Ok(None);
     };
-    let value: Value =
-        serde_yaml_ng::from_str(text).map_err(|e| SubmitCommandError::RuntimeEnv(e.to_string()))?;
-    match value {
-        Value::Object(_) => Ok(Some(value)),
-        Value::Null => Ok(None),
-        other => Err(SubmitCommandError::RuntimeEnv(format!(
-            "expected a mapping, got {other}"
-        ))),
-    }
+    crate::runtime_env::read(text)
+        .map(|env| env.map(Value::Object))
+        .map_err(|e| SubmitCommandError::RuntimeEnv(e.to_string()))
 }
 
 fn metadata(job: &RayJob) -> Result<Option<&BTreeMap<String, String>>, SubmitCommandError> {

@@ -1322,3 +1322,44 @@ fn fields_unknown_to_raygates_types_reach_the_cluster_the_pods_and_the_submitter
             .contains("ray job submit")
     );
 }
+
+/// Admission accepts exactly the runtime environments the submitter can send: both read them
+/// with `runtime_env::read` (they once used two readers, and a tagged map such as
+/// `!env {pip: [requests]}` was admitted and then failed at submission).
+#[test]
+fn admission_accepts_exactly_the_runtime_environments_the_submitter_can_send() {
+    let refused = Err(());
+    for (text, expected) in [
+        ("pip: [requests]", Ok(Some(json!({"pip": ["requests"]})))),
+        (
+            "!env {pip: [requests]}",
+            Ok(Some(json!({"pip": ["requests"]}))),
+        ),
+        (
+            "env_vars: {A: !s b}",
+            Ok(Some(json!({"env_vars": {"A": "b"}}))),
+        ),
+        (
+            "base: &b {A: x}\nenv_vars: {<<: *b, B: y}",
+            Ok(Some(
+                json!({"base": {"A": "x"}, "env_vars": {"A": "x", "B": "y"}}),
+            )),
+        ),
+        ("1: a", Ok(Some(json!({"1": "a"})))),
+        ("~", Ok(None)),
+        ("- pip", refused.clone()),
+        ("!env [pip]", refused.clone()),
+        ("pip: [requests", refused.clone()),
+        ("x: .inf", refused.clone()),
+        ("? [a]\n: b", refused.clone()),
+    ] {
+        let mut job = job("");
+        job.spec.runtime_env_yaml = Some(text.to_string());
+        let admitted = !crate::validation::validate_ray_job(&job, &Default::default())
+            .iter()
+            .any(|f| f.rule == "rayjob-runtime-env-yaml-invalid");
+        let sent = submitter::runtime_env_json(&job);
+        assert_eq!(admitted, sent.is_ok(), "{text:?}: {sent:?}");
+        assert_eq!(sent.map_err(|_| ()), expected, "{text:?}");
+    }
+}

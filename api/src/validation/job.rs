@@ -11,6 +11,7 @@ use super::version::{MetadataVersionError, check_metadata_version};
 use crate::features::Feature;
 use crate::finding::Finding;
 use crate::ray::v1::{DeletionPolicyType, RayJob, RayJobSpec};
+use crate::runtime_env;
 
 /// `53 - 6`: longest RayJob name KubeRay accepts (room for the `-xxxxx` cluster suffix).
 const MAX_RAY_JOB_NAME_LENGTH: usize = 47;
@@ -688,29 +689,12 @@ fn runtime_env_is_map(yaml: &str) -> Result<(), String> {
     parsed_runtime_env_is_map(yaml)
 }
 
-/// [`runtime_env_is_map`] through the YAML parser: serde_yaml_ng (libyaml's parser), which the
-/// submitter reads the runtime environment with too (`lifecycle::submitter`), and which on a
-/// few lines of YAML takes a small fraction of serde-saphyr's time (its per-document set-up
-/// was half the cost of a RayJob admission review).
+/// [`runtime_env_is_map`] through [`runtime_env::read`], which the submitter reads the runtime
+/// environment with too, so that an admitted runtime environment is one it can send.
 fn parsed_runtime_env_is_map(yaml: &str) -> Result<(), String> {
-    use serde_yaml_ng::Value as Yaml;
-    let mut value: Yaml = serde_yaml_ng::from_str(yaml).map_err(|e| e.to_string())?;
-    // A local tag (`!env {…}`) does not change what the value is, as for Go's reader.
-    while let Yaml::Tagged(tagged) = value {
-        value = tagged.value;
-    }
-    match value {
-        Yaml::Mapping(_) | Yaml::Null => Ok(()),
-        other => Err(format!(
-            "cannot unmarshal {} into a map",
-            match other {
-                Yaml::Sequence(_) => "a sequence",
-                Yaml::String(_) => "a string",
-                Yaml::Bool(_) => "a bool",
-                _ => "a number",
-            }
-        )),
-    }
+    runtime_env::read(yaml)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// A key of the YAML subset [`is_simple_yaml_map`] accepts: `[A-Za-z_][A-Za-z0-9_]*`, and none
