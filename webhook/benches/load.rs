@@ -40,6 +40,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use raygate_api::keys::{self, NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE};
+use raygate_api::queue_policy::QueuePolicy;
 use raygate_api::validation::ValidationContext;
 use raygate_api::volcano::Queue;
 use raygate_certs::{CertResolver, certified_key_from_pem};
@@ -72,6 +73,8 @@ const RAY_CLUSTERS: usize = 1_000;
 const RAY_JOBS: usize = 500;
 const QUEUES: usize = 20;
 const QUEUE_POLICIES: usize = 5;
+/// Objects per page of the informers' initial lists (kube-runtime's watcher default).
+const LIST_PAGE: usize = 500;
 
 /// `metadata.managedFields` as the API server records a client-side `kubectl apply` of
 /// `object` and a status update by `operator`: a `fieldsV1` tree mirroring the object's keys.
@@ -120,97 +123,130 @@ fn listed_meta(
 /// created by a RayJob), [`RAY_JOBS`] RayJobs, [`QUEUES`] Volcano Queues and
 /// [`QUEUE_POLICIES`] QueuePolicies, with the metadata the API server sends (`managedFields`,
 /// last-applied annotations). The reviews go to namespace `ml`, RayCluster `demo`, queue `batch`.
-fn world() -> Preloaded {
-    let queue = |name: &str| -> Queue {
-        serde_json::from_value(json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-            "metadata": {"name": name, "managedFields": managed_fields(&json!({"spec": {"weight": 1}}), "vc-controller-manager")},
-            "spec": {"weight": 1, "reclaimable": true, "capability": {"cpu": "512", "memory": "2Ti", "nvidia.com/gpu": "32"}},
-            "status": {"state": "Open", "running": 3}}))
-        .expect("queue")
-    };
-    let namespace_names = (0..NAMESPACES).map(|i| {
-        if i == 0 {
-            "ml".to_string()
-        } else {
-            format!("team-{i}")
-        }
-    });
-    let namespaces = namespace_names
-        .enumerate()
-        .map(|(i, name)| {
-            let mut labels = json!({"kubernetes.io/metadata.name": name, "team": format!("team-{}", i % 10)});
-            let mut annotations = json!({});
-            if i.is_multiple_of(2) {
-                labels[NAMESPACE_OPT_IN_LABEL] = json!(NAMESPACE_OPT_IN_VALUE);
-                annotations["scheduling.volcano.sh/queue-name"] = json!(if i == 0 { "batch".to_string() } else { format!("queue-{}", i % QUEUES) });
-            }
-            serde_json::from_value(json!({"metadata": {"name": name, "uid": format!("ns-{i}"),
-                "labels": labels, "annotations": annotations,
-                "managedFields": managed_fields(&json!({"metadata": {"labels": labels}}), "kube-controller-manager")},
-                "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}))
-            .expect("namespace")
-        })
-        .collect::<Vec<Namespace>>();
-    let namespace_of = |i: usize| {
-        if i.is_multiple_of(NAMESPACES) {
-            "ml".to_string()
-        } else {
-            format!("team-{}", i % NAMESPACES)
-        }
-    };
+///
+/// Built lazily in pages of [`LIST_PAGE`] objects of each kind, which the caches read one at a
+/// time as the watches read the API server's list pages: the whole world, with its metadata as
+/// listed, never sits in the server's memory at once, as it never does in production.
+fn world_pages() -> impl Iterator<Item = Preloaded> {
     let job = ray_job();
-    let ray_jobs = (0..RAY_JOBS)
-        .map(|i| {
-            listed_meta(
-                &format!("train-{i}"),
-                &namespace_of(i),
-                json!({"volcano.sh/queue-name": "batch", "app": "train"}),
-                None,
-                &job,
-            )
-        })
-        .collect();
-    let ray_clusters = (0..RAY_CLUSTERS)
-        .map(|i| {
-            let namespace = namespace_of(i);
-            if i == 0 {
-                return listed_meta("demo", "ml", json!({"volcano.sh/queue-name": "batch"}), None, &job["spec"]["rayClusterSpec"]);
-            }
-            if i < RAY_JOBS {
-                let owner = json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "name": format!("train-{i}"),
-                    "uid": format!("{namespace}-train-{i}-0000-4000-8000-000000000000"), "controller": true, "blockOwnerDeletion": true});
-                listed_meta(&format!("train-{i}-raycluster-x7k2p"), &namespace,
-                    json!({"ray.io/originated-from-crd": "RayJob", "ray.io/originated-from-cr-name": format!("train-{i}"),
-                           "volcano.sh/queue-name": "batch", "app": "train"}),
-                    Some(owner), &job["spec"]["rayClusterSpec"])
-            } else {
-                listed_meta(&format!("serve-{i}"), &namespace, json!({"volcano.sh/queue-name": "batch", "app": "serve"}), None, &job["spec"]["rayClusterSpec"])
-            }
-        })
-        .collect();
-    let queues = ["default".to_string(), "batch".to_string()]
+    let largest = [NAMESPACES, RAY_CLUSTERS, RAY_JOBS, QUEUES, QUEUE_POLICIES]
         .into_iter()
-        .chain((2..QUEUES).map(|i| format!("queue-{i}")))
-        .map(|name| queue(&name))
-        .collect();
-    let queue_policies = (0..QUEUE_POLICIES)
-        .map(|i| {
-            serde_json::from_value(json!({"apiVersion": "raygate.io/v1alpha1", "kind": "QueuePolicy",
-                "metadata": {"name": format!("team-{i}")},
-                "spec": {"namespaceSelector": {"matchLabels": {"team": format!("team-{}", i + 5)}},
-                         "defaultQueue": format!("queue-{}", i + 2), "allowedQueues": [format!("queue-{}", i + 2), "default"],
-                         "maxMinMember": 64, "maxMinResources": {"cpu": "256", "nvidia.com/gpu": "16"}, "enforcement": "Deny"}}))
-            .expect("queue policy")
-        })
-        .collect();
-    Preloaded {
-        namespaces,
-        ray_clusters,
-        ray_jobs,
-        jobs: vec![],
-        queues,
-        queue_policies,
+        .max()
+        .unwrap_or(0);
+    (0..largest.div_ceil(LIST_PAGE)).map(move |page| {
+        let on_page =
+            |count: usize| (page * LIST_PAGE).min(count)..((page + 1) * LIST_PAGE).min(count);
+        Preloaded {
+            namespaces: on_page(NAMESPACES).map(namespace).collect(),
+            ray_clusters: on_page(RAY_CLUSTERS)
+                .map(|i| ray_cluster(i, &job))
+                .collect(),
+            ray_jobs: on_page(RAY_JOBS).map(|i| listed_ray_job(i, &job)).collect(),
+            jobs: vec![],
+            queues: on_page(QUEUES).map(queue).collect(),
+            queue_policies: on_page(QUEUE_POLICIES).map(queue_policy).collect(),
+        }
+    })
+}
+
+/// Queue `default`, `batch` or `queue-<i>`: open, with room for every gang of the reviews.
+fn queue(i: usize) -> Queue {
+    let name = match i {
+        0 => "default".to_string(),
+        1 => "batch".to_string(),
+        _ => format!("queue-{i}"),
+    };
+    serde_json::from_value(json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": name, "managedFields": managed_fields(&json!({"spec": {"weight": 1}}), "vc-controller-manager")},
+        "spec": {"weight": 1, "reclaimable": true, "capability": {"cpu": "512", "memory": "2Ti", "nvidia.com/gpu": "32"}},
+        "status": {"state": "Open", "running": 3}}))
+    .expect("queue")
+}
+
+/// Namespace `ml` (0) or `team-<i>`; every other one opted in, with a default queue.
+fn namespace(i: usize) -> Namespace {
+    let name = namespace_name(i);
+    let mut labels =
+        json!({"kubernetes.io/metadata.name": name, "team": format!("team-{}", i % 10)});
+    let mut annotations = json!({});
+    if i.is_multiple_of(2) {
+        labels[NAMESPACE_OPT_IN_LABEL] = json!(NAMESPACE_OPT_IN_VALUE);
+        annotations["scheduling.volcano.sh/queue-name"] = json!(if i == 0 {
+            "batch".to_string()
+        } else {
+            format!("queue-{}", i % QUEUES)
+        });
     }
+    serde_json::from_value(json!({"metadata": {"name": name, "uid": format!("ns-{i}"),
+        "labels": labels, "annotations": annotations,
+        "managedFields": managed_fields(&json!({"metadata": {"labels": labels}}), "kube-controller-manager")},
+        "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}))
+    .expect("namespace")
+}
+
+/// The namespace of the `i`th object of a kind: spread over all [`NAMESPACES`].
+fn namespace_name(i: usize) -> String {
+    match i % NAMESPACES {
+        0 => "ml".to_string(),
+        n => format!("team-{n}"),
+    }
+}
+
+/// RayJob `train-<i>`.
+fn listed_ray_job(i: usize, job: &Value) -> ObjectMeta {
+    listed_meta(
+        &format!("train-{i}"),
+        &namespace_name(i),
+        json!({"volcano.sh/queue-name": "batch", "app": "train"}),
+        None,
+        job,
+    )
+}
+
+/// RayCluster `demo` (0, the one the Pod reviews name), `train-<i>-raycluster-x7k2p` (created
+/// by RayJob `train-<i>`) or `serve-<i>`.
+fn ray_cluster(i: usize, job: &Value) -> ObjectMeta {
+    let namespace = namespace_name(i);
+    let spec = &job["spec"]["rayClusterSpec"];
+    if i == 0 {
+        return listed_meta(
+            "demo",
+            "ml",
+            json!({"volcano.sh/queue-name": "batch"}),
+            None,
+            spec,
+        );
+    }
+    if i < RAY_JOBS {
+        let owner = json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "name": format!("train-{i}"),
+            "uid": format!("{namespace}-train-{i}-0000-4000-8000-000000000000"), "controller": true, "blockOwnerDeletion": true});
+        listed_meta(
+            &format!("train-{i}-raycluster-x7k2p"),
+            &namespace,
+            json!({"ray.io/originated-from-crd": "RayJob", "ray.io/originated-from-cr-name": format!("train-{i}"),
+                   "volcano.sh/queue-name": "batch", "app": "train"}),
+            Some(owner),
+            spec,
+        )
+    } else {
+        listed_meta(
+            &format!("serve-{i}"),
+            &namespace,
+            json!({"volcano.sh/queue-name": "batch", "app": "serve"}),
+            None,
+            spec,
+        )
+    }
+}
+
+/// QueuePolicy `team-<i>`: namespaces of team `team-<i+5>` may use `queue-<i+2>` and `default`.
+fn queue_policy(i: usize) -> QueuePolicy {
+    serde_json::from_value(json!({"apiVersion": "raygate.io/v1alpha1", "kind": "QueuePolicy",
+        "metadata": {"name": format!("team-{i}")},
+        "spec": {"namespaceSelector": {"matchLabels": {"team": format!("team-{}", i + 5)}},
+                 "defaultQueue": format!("queue-{}", i + 2), "allowedQueues": [format!("queue-{}", i + 2), "default"],
+                 "maxMinMember": 64, "maxMinResources": {"cpu": "256", "nvidia.com/gpu": "16"}, "enforcement": "Deny"}}))
+    .expect("queue policy")
 }
 
 /// Runs the server until stdin closes; prints its port on stdout.
@@ -228,7 +264,7 @@ fn serve() {
                 .expect("serving certificate"),
         );
         let state = AppState {
-            caches: Caches::preloaded(world()),
+            caches: Caches::preloaded_in_pages(world_pages()),
             certs: certs.clone(),
             metrics: Arc::new(Metrics::new()),
             validation: Arc::new(ValidationContext::default()),

@@ -215,35 +215,50 @@ impl Caches {
 
     /// Synced caches holding exactly `objects`, with no API server behind them.
     pub fn preloaded(objects: Preloaded) -> Caches {
+        Caches::preloaded_in_pages([objects])
+    }
+
+    /// Synced caches holding the objects of every page, with no API server behind them. Each
+    /// page is slimmed and dropped before the next is read, as a watch's initial list reads
+    /// the API server's pages, so a large preloaded world never sits in memory whole.
+    pub fn preloaded_in_pages(pages: impl IntoIterator<Item = Preloaded>) -> Caches {
         let statuses = new_statuses();
+        let mut namespaces = Filling::new();
+        let mut ray_clusters = Filling::new();
+        let mut ray_jobs = Filling::new();
+        let mut jobs = Filling::new();
+        let mut queues = Filling::new();
+        let mut queue_policies = Filling::new();
+        for page in pages {
+            namespaces.add(page.namespaces);
+            ray_clusters.add(
+                page.ray_clusters
+                    .into_iter()
+                    .map(|m| m.into_response_partial::<RayCluster>()),
+            );
+            ray_jobs.add(
+                page.ray_jobs
+                    .into_iter()
+                    .map(|m| m.into_response_partial::<RayJob>()),
+            );
+            jobs.add(
+                page.jobs
+                    .into_iter()
+                    .map(|m| m.into_response_partial::<Job>()),
+            );
+            queues.add(page.queues);
+            queue_policies.add(page.queue_policies);
+        }
         for status in statuses.iter() {
             status.mark_synced();
         }
         Caches {
-            namespaces: filled(objects.namespaces),
-            ray_clusters: filled(
-                objects
-                    .ray_clusters
-                    .into_iter()
-                    .map(|m| m.into_response_partial::<RayCluster>())
-                    .collect(),
-            ),
-            ray_jobs: filled(
-                objects
-                    .ray_jobs
-                    .into_iter()
-                    .map(|m| m.into_response_partial::<RayJob>())
-                    .collect(),
-            ),
-            jobs: filled(
-                objects
-                    .jobs
-                    .into_iter()
-                    .map(|m| m.into_response_partial::<Job>())
-                    .collect(),
-            ),
-            queues: filled(objects.queues),
-            queue_policies: filled(objects.queue_policies),
+            namespaces: namespaces.done(),
+            ray_clusters: ray_clusters.done(),
+            ray_jobs: ray_jobs.done(),
+            jobs: jobs.done(),
+            queues: queues.done(),
+            queue_policies: queue_policies.done(),
             statuses,
             client: None,
         }
@@ -411,21 +426,39 @@ fn slim<K: Resource>(object: &mut K) {
     }
 }
 
-/// A store holding exactly `objects` (slimmed as the watches slim them), as after a
-/// completed initial list.
-fn filled<K>(objects: Vec<K>) -> Store<K>
+/// A store in its initial list: objects are slimmed as the watches slim them and added until
+/// [`Filling::done`] completes the list.
+struct Filling<K>
 where
     K: Resource + Clone + 'static,
     K::DynamicType: Default + Eq + Hash + Clone,
 {
-    let (store, mut writer) = reflector::store();
-    writer.apply_watcher_event(&Event::Init);
-    for mut object in objects {
-        slim(&mut object);
-        writer.apply_watcher_event(&Event::InitApply(object));
+    store: Store<K>,
+    writer: reflector::store::Writer<K>,
+}
+
+impl<K> Filling<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone,
+{
+    fn new() -> Self {
+        let (store, mut writer) = reflector::store();
+        writer.apply_watcher_event(&Event::Init);
+        Filling { store, writer }
     }
-    writer.apply_watcher_event(&Event::InitDone);
-    store
+
+    fn add(&mut self, objects: impl IntoIterator<Item = K>) {
+        for mut object in objects {
+            slim(&mut object);
+            self.writer.apply_watcher_event(&Event::InitApply(object));
+        }
+    }
+
+    fn done(mut self) -> Store<K> {
+        self.writer.apply_watcher_event(&Event::InitDone);
+        self.store
+    }
 }
 
 async fn drive<K>(
@@ -515,5 +548,47 @@ mod tests {
             );
         }
         assert_eq!(cluster.owner_references.expect("owners")[0].name, "train");
+    }
+
+    #[tokio::test]
+    async fn pages_add_up_to_one_synced_world() {
+        let meta = |name: &str| -> ObjectMeta {
+            serde_json::from_value(json!({"name": name, "namespace": "ml",
+                "managedFields": [{"manager": "m", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {}}]}))
+            .expect("metadata")
+        };
+        let namespace = Namespace {
+            metadata: ObjectMeta {
+                name: Some("ml".into()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        let caches = Caches::preloaded_in_pages([
+            Preloaded {
+                namespaces: vec![namespace],
+                ray_clusters: vec![meta("a"), meta("b")],
+                ..Preloaded::default()
+            },
+            Preloaded {
+                ray_clusters: vec![meta("c")],
+                ray_jobs: vec![meta("train")],
+                ..Preloaded::default()
+            },
+        ]);
+        assert!(caches.unsynced().is_empty(), "{:?}", caches.unsynced());
+        assert!(caches.namespace("ml").await.expect("cached").is_some());
+        for name in ["a", "b", "c"] {
+            let cluster = caches.ray_cluster("ml", name).await.expect("cached");
+            assert_eq!(cluster.expect(name).managed_fields, None, "{name}");
+        }
+        assert!(
+            caches
+                .ray_job("ml", "train")
+                .await
+                .expect("cached")
+                .is_some()
+        );
+        assert!(caches.ray_job("ml", "a").await.expect("cached").is_none());
     }
 }
