@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Pod, Service};
-use kube::api::DeleteParams;
+use k8s_openapi::api::core::v1::{Event, Pod, Service};
+use kube::api::{DeleteParams, ListParams};
 use raygate_api::keys::{NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE};
 use raygate_api::ray::v1::{RayCluster, RayJob};
 use raygate_api::volcano::PodGroup;
@@ -232,8 +232,28 @@ async fn a_failing_entrypoint_is_retried_on_a_new_cluster_then_fails() {
         s.job_deployment_status.as_deref() == Some("Running")
     })
     .await;
-    let retrying = wait_status(&ns, "flaky", "the RayJob to retry", |s| s.failed == Some(1)).await;
-    assert_eq!(retrying.reason.as_deref(), Some("AppFailed"));
+    wait_status(&ns, "flaky", "the RayJob to count the failure", |s| {
+        s.failed == Some(1)
+    })
+    .await;
+    // Retrying with reason AppFailed lasts only until the first cluster is torn down, which
+    // can be quicker than a poll; the Warning Event announcing it stays.
+    let events = ns.api::<Event>();
+    let retry = ns
+        .wait_for("the Warning Event of the retry", RUN, || async {
+            let list = events
+                .list(&ListParams::default().fields("involvedObject.name=flaky"))
+                .await?;
+            Ok(list.items.into_iter().find(|e| {
+                e.reason.as_deref() == Some("Retrying") && e.type_.as_deref() == Some("Warning")
+            }))
+        })
+        .await;
+    assert!(
+        retry.message.as_deref().is_some_and(|m| m
+            .starts_with("RayJob deployment status changed from Running to Retrying: AppFailed: ")),
+        "{retry:?}"
+    );
     let second = wait_status(&ns, "flaky", "the second attempt to run", |s| {
         s.failed == Some(1)
             && s.job_deployment_status.as_deref() == Some("Running")
