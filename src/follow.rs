@@ -156,7 +156,7 @@ async fn follow(args: Args) -> Result<u8> {
             Some(address) => AddressResolver::Fixed(address.clone()),
             None => AddressResolver::ClusterDns,
         };
-        let dashboard = Dashboard::new(resolver, Duration::from_secs(10), None);
+        let dashboard = Dashboard::new(resolver, Duration::from_secs(10));
         match dashboard.logs(url, id).await {
             Ok(logs) => {
                 println!("--- output of Ray job {id} ---");

@@ -89,20 +89,19 @@ pub struct Dashboard {
     client: Client<HttpConnector, Full<Bytes>>,
     resolver: AddressResolver,
     timeout: Duration,
-    token: Option<String>,
 }
 
 impl Dashboard {
-    /// A client resolving addresses with `resolver`, giving up on each call after `timeout`, and
-    /// sending `token` (Ray token auth) when set.
-    pub fn new(resolver: AddressResolver, timeout: Duration, token: Option<String>) -> Self {
+    /// A client resolving addresses with `resolver`, giving up on each call after `timeout`. It
+    /// sends no credentials: raygate's reconciler refuses Ray token auth at admission
+    /// (`unsupported-token-auth`), so the dashboards it talks to have none.
+    pub fn new(resolver: AddressResolver, timeout: Duration) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(timeout));
         Dashboard {
             client: Client::builder(TokioExecutor::new()).build(connector),
             resolver,
             timeout,
-            token,
         }
     }
 
@@ -123,11 +122,6 @@ impl Dashboard {
         let mut request = Request::builder()
             .method(method.clone())
             .uri(format!("http://{address}{path}"));
-        if let Some(token) = &self.token {
-            request = request
-                .header("authorization", format!("Bearer {token}"))
-                .header("x-ray-authorization", format!("Bearer {token}"));
-        }
         let payload = match body {
             Some(json) => {
                 request = request.header("content-type", "application/json");

@@ -81,7 +81,7 @@ fn run_all(ctx: Arc<Context>) -> BoxFuture<'static, ()> {
         };
         let shared = Arc::new(Shared {
             recorder: crate::event_recorder(&ctx),
-            dashboard: Dashboard::new(resolver, DASHBOARD_TIMEOUT, None),
+            dashboard: Dashboard::new(resolver, DASHBOARD_TIMEOUT),
             lifecycle,
             ctx: ctx.clone(),
         });
