@@ -4,18 +4,15 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{
-    Container, Event, Pod, PodSpec, PodTemplateSpec, ResourceRequirements,
-};
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodTemplateSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::ListParams;
 use raygate_api::ray::v1::RayJob;
 use raygate_api::volcano::PodGroup;
 use raygate_e2e::nodes::{FakeNode, placement};
 use raygate_e2e::{Env, TestNamespace};
 use serde_json::json;
 
-use super::{RUN, create, pods, ray_job, wait_status};
+use super::{RUN, create, events_about, pods, ray_job, wait_status};
 
 const OPT_IN: [(&str, &str); 1] = [("raygate.io/scheduler", "volcano")];
 
@@ -223,13 +220,9 @@ async fn a_gang_larger_than_its_nodes_binds_nothing_says_why_and_runs_once_capac
             "the status carries Volcano's words: {message}"
         );
     }
-    let events = ns
-        .api::<Event>()
-        .list(&ListParams::default().fields("involvedObject.name=big"))
-        .await
-        .unwrap();
+    let events = events_about(&ns, "big").await.unwrap();
     assert!(
-        events.items.iter().any(|e| {
+        events.iter().any(|e| {
             e.reason.as_deref() == Some("GangUnschedulable")
                 && e.type_.as_deref() == Some("Warning")
         }),

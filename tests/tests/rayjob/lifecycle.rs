@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Event, Pod, Service};
-use kube::api::{DeleteParams, ListParams};
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::api::DeleteParams;
 use raygate_api::keys::{NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE};
 use raygate_api::ray::v1::{RayCluster, RayJob};
 use raygate_api::volcano::PodGroup;
@@ -13,7 +13,7 @@ use raygate_e2e::ray::Dashboard;
 use raygate_e2e::{Env, TestNamespace};
 use serde_json::json;
 
-use super::{RUN, create, pods, ray_job, wait_status};
+use super::{RUN, create, events_about, pods, ray_job, wait_status};
 
 const OPT_IN: [(&str, &str); 1] = [(NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE)];
 
@@ -238,13 +238,9 @@ async fn a_failing_entrypoint_is_retried_on_a_new_cluster_then_fails() {
     .await;
     // Retrying with reason AppFailed lasts only until the first cluster is torn down, which
     // can be quicker than a poll; the Warning Event announcing it stays.
-    let events = ns.api::<Event>();
     let retry = ns
         .wait_for("the Warning Event of the retry", RUN, || async {
-            let list = events
-                .list(&ListParams::default().fields("involvedObject.name=flaky"))
-                .await?;
-            Ok(list.items.into_iter().find(|e| {
+            Ok(events_about(&ns, "flaky").await?.into_iter().find(|e| {
                 e.reason.as_deref() == Some("Retrying") && e.type_.as_deref() == Some("Warning")
             }))
         })

@@ -10,7 +10,7 @@ mod modes;
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{ListParams, PostParams};
 use raygate_api::ray::v1::RayJob;
 use raygate_e2e::TestNamespace;
@@ -69,6 +69,12 @@ async fn wait_status(
         Ok(job.status.filter(&done))
     })
     .await
+}
+
+/// The Events about object `name` in the test namespace.
+async fn events_about(ns: &TestNamespace, name: &str) -> kube::Result<Vec<Event>> {
+    let about = ListParams::default().fields(&format!("involvedObject.name={name}"));
+    Ok(ns.api::<Event>().list(&about).await?.items)
 }
 
 /// Pods with `label=value`.
