@@ -832,13 +832,16 @@ fn main() {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        let mut unstolen = windows
+        let quiet = windows
             .iter()
             .filter(|w| w.stolen <= QUIET_STEAL)
+            .collect::<Vec<_>>();
+        let quiet_seconds = quiet.len();
+        let mut unstolen = quiet
+            .iter()
             .flat_map(|w| w.latencies.iter().copied())
             .collect::<Vec<_>>();
         unstolen.sort();
-        let quiet_seconds = windows.iter().filter(|w| w.stolen <= QUIET_STEAL).count();
         let unstolen_p99 = (!unstolen.is_empty()).then(|| percentile(&unstolen, 0.99));
         match unstolen_p99 {
             Some(p99) => println!(
