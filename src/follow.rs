@@ -2,19 +2,22 @@
 //! Volcano PodGroup and, once it is over, the Ray job's output (the main job's demo,
 //! `tests/env/dev`, ends with it).
 
-use std::time::{Duration, Instant};
+use std::fmt::Debug;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use kube::{Api, Client};
+use futures::{Stream, StreamExt, stream};
+use kube::runtime::watcher::Event;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource};
 use raygate_api::keys;
 use raygate_api::lifecycle::DeploymentStatus;
 use raygate_api::ray::v1::RayJob;
 use raygate_api::volcano::PodGroup;
 use raygate_certs::config::parse_duration;
 use raygate_reconciler::dashboard::{AddressResolver, Dashboard};
-
-/// How often the RayJob and its PodGroup are read.
-const POLL: Duration = Duration::from_secs(1);
+use serde::de::DeserializeOwned;
+use tokio::time::Instant;
 
 /// Flags of `raygate follow`.
 #[derive(clap::Args, Debug)]
@@ -33,8 +36,8 @@ pub struct Args {
     ray_dashboard_address: Option<String>,
 }
 
-/// What one look at the RayJob shows, as printed.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// The lines last printed about the RayJob and its PodGroup.
+#[derive(Debug, Default)]
 struct Seen {
     rayjob: Option<String>,
     pod_group: Option<String>,
@@ -68,6 +71,25 @@ fn rayjob_line(job: &RayJob) -> String {
     line
 }
 
+/// Prints `line` unless it is the one `last` printed, and remembers it.
+fn print_changed(last: &mut Option<String>, line: Option<String>) {
+    if line != *last
+        && let Some(line) = &line
+    {
+        println!("{line}");
+    }
+    *last = line;
+}
+
+/// The RayJob's `status.jobDeploymentStatus`.
+fn state_of(job: &RayJob) -> DeploymentStatus {
+    DeploymentStatus::parse(
+        job.status
+            .as_ref()
+            .and_then(|s| s.job_deployment_status.as_deref()),
+    )
+}
+
 /// One line about the PodGroup: gang size, resources and Volcano's phase.
 fn pod_group_line(pg: &PodGroup) -> String {
     let resources: Vec<String> = pg
@@ -98,6 +120,29 @@ pub fn run(args: Args) -> Result<u8> {
     runtime.block_on(follow(args))
 }
 
+/// What the watches of the RayJob and its PodGroup report.
+enum Update {
+    RayJob(Box<RayJob>),
+    /// The RayJob watch's initial list is complete: a RayJob that exists came before it.
+    RayJobListed,
+    RayJobDeleted,
+    /// The line about the PodGroup as it is now; `None` once it is deleted.
+    PodGroup(Option<String>),
+}
+
+/// A watch of the one object named `name`: every write to it arrives, so no state the
+/// reconciler writes is missed, however briefly it lasts (a poll would skip it).
+fn watch<K>(api: Api<K>, name: &str) -> impl Stream<Item = Result<Event<K>, watcher::Error>>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    watcher(
+        api,
+        watcher::Config::default().fields(&format!("metadata.name={name}")),
+    )
+    .default_backoff()
+}
+
 async fn follow(args: Args) -> Result<u8> {
     let client = Client::try_default()
         .await
@@ -106,46 +151,59 @@ async fn follow(args: Args) -> Result<u8> {
     let pod_groups: Api<PodGroup> = Api::namespaced(client, &args.namespace);
     let pod_group_name = keys::pod_group_name(&args.name);
     let key = format!("{}/{}", args.namespace, args.name);
-    let started = Instant::now();
+    let job_updates = watch(jobs, &args.name).map(|event| {
+        event.map(|event| match event {
+            Event::Apply(job) | Event::InitApply(job) => Some(Update::RayJob(Box::new(job))),
+            Event::InitDone => Some(Update::RayJobListed),
+            Event::Delete(_) => Some(Update::RayJobDeleted),
+            Event::Init => None,
+        })
+    });
+    let pod_group_updates = watch(pod_groups, &pod_group_name).map(|event| {
+        event.map(|event| match event {
+            Event::Apply(pg) | Event::InitApply(pg) => {
+                Some(Update::PodGroup(Some(pod_group_line(&pg))))
+            }
+            Event::Delete(_) => Some(Update::PodGroup(None)),
+            Event::Init | Event::InitDone => None,
+        })
+    });
+    let mut updates = std::pin::pin!(stream::select(job_updates, pod_group_updates));
+    let deadline = Instant::now() + args.timeout;
+    let mut job: Option<RayJob> = None;
     let mut seen = Seen::default();
     let finished = loop {
-        let job = jobs
-            .get_opt(&args.name)
-            .await
-            .with_context(|| format!("reading RayJob {key}"))?
-            .with_context(|| format!("RayJob {key} does not exist"))?;
-        let pod_group = pod_groups
-            .get_opt(&pod_group_name)
-            .await
-            .with_context(|| format!("reading PodGroup {pod_group_name}"))?;
-        let now = Seen {
-            rayjob: Some(rayjob_line(&job)),
-            pod_group: pod_group.as_ref().map(pod_group_line),
-        };
-        if now.rayjob != seen.rayjob
-            && let Some(line) = &now.rayjob
-        {
-            println!("{line}");
-        }
-        if now.pod_group != seen.pod_group
-            && let Some(line) = &now.pod_group
-        {
-            println!("{line}");
-        }
-        seen = now;
-        let status = job.status.clone().unwrap_or_default();
-        let state = DeploymentStatus::parse(status.job_deployment_status.as_deref());
-        if state.is_terminal() || state == DeploymentStatus::ValidationFailed {
-            break job;
-        }
-        if started.elapsed() >= args.timeout {
-            bail!(
+        let update = match tokio::time::timeout_at(deadline, updates.next()).await {
+            Err(_) => bail!(
                 "RayJob {key} is still {} after {:?}",
-                state.as_str(),
+                job.as_ref()
+                    .map_or(DeploymentStatus::New, state_of)
+                    .as_str(),
                 args.timeout
-            );
+            ),
+            Ok(None) => bail!("the watch of RayJob {key} ended"),
+            Ok(Some(Err(error))) => {
+                eprintln!("watching RayJob {key}: {error}; retrying");
+                continue;
+            }
+            Ok(Some(Ok(update))) => update,
+        };
+        let current = match update {
+            None => continue,
+            Some(Update::RayJob(new)) => job.insert(*new),
+            Some(Update::RayJobListed) if job.is_none() => bail!("RayJob {key} does not exist"),
+            Some(Update::RayJobListed) => continue,
+            Some(Update::RayJobDeleted) => bail!("RayJob {key} was deleted"),
+            Some(Update::PodGroup(line)) => {
+                print_changed(&mut seen.pod_group, line);
+                continue;
+            }
+        };
+        print_changed(&mut seen.rayjob, Some(rayjob_line(current)));
+        let state = state_of(current);
+        if state.is_terminal() || state == DeploymentStatus::ValidationFailed {
+            break current.clone();
         }
-        tokio::time::sleep(POLL).await;
     };
     let status = finished.status.clone().unwrap_or_default();
     if let (Some(url), Some(id)) = (

@@ -5,7 +5,9 @@ use raygate_api::input::parse_documents;
 use raygate_api::ray::v1::RayJob;
 use raygate_e2e::{Env, TestNamespace};
 
-use super::create;
+use serde_json::json;
+
+use super::{create, ray_job};
 
 #[tokio::test]
 async fn raygate_follow_shows_the_example_rayjob_to_success() {
@@ -67,5 +69,64 @@ async fn raygate_follow_shows_the_example_rayjob_to_success() {
             .iter()
             .any(|l| l.contains("'CPU'")),
         "the entrypoint prints ray.cluster_resources()\n{report}"
+    );
+}
+
+#[tokio::test]
+async fn raygate_follow_fails_with_exit_2_on_a_missing_rayjob_and_on_its_timeout() {
+    let env = Env::load();
+    let ns = TestNamespace::with_labels(
+        &env,
+        "rayjob-follow-end",
+        &[("raygate.io/scheduler", "volcano")],
+    )
+    .await;
+    let follow = |name: &'static str, timeout: &'static str| {
+        let namespace = ns.name().to_string();
+        async move {
+            let output = raygate_e2e::raygate::run(&[
+                "follow",
+                name,
+                "--namespace",
+                &namespace,
+                "--timeout",
+                timeout,
+            ])
+            .await;
+            (
+                output.status.code(),
+                String::from_utf8_lossy(&output.stdout).into_owned(),
+                String::from_utf8_lossy(&output.stderr).into_owned(),
+            )
+        }
+    };
+
+    let (code, stdout, stderr) = follow("nothing", "1m").await;
+    assert_eq!(code, Some(2), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        stderr.contains(&format!("RayJob {}/nothing does not exist", ns.name())),
+        "{stderr}"
+    );
+
+    create(
+        &ns,
+        &ray_job(
+            "long",
+            "python -c 'import time; time.sleep(300)'",
+            0,
+            json!({}),
+        ),
+    )
+    .await;
+    let (code, stdout, stderr) = follow("long", "3s").await;
+    assert_eq!(code, Some(2), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        stdout.lines().any(|l| l.starts_with("RayJob long: ")),
+        "{stdout}"
+    );
+    let message = format!("RayJob {}/long is still ", ns.name());
+    assert!(
+        stderr.contains(&message) && stderr.contains(" after 3s"),
+        "{stderr}"
     );
 }
