@@ -8,8 +8,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, ObjectFieldSelector, Pod, PodSpec,
-    Service, ServicePort, ServiceSpec, Volume, VolumeMount,
+    Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, ExecAction, HTTPGetAction,
+    ObjectFieldSelector, Pod, PodSpec, Probe, Service, ServicePort, ServiceSpec, Volume,
+    VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -440,8 +441,8 @@ fn value_env(name: &str, value: &str) -> EnvVar {
 }
 
 /// Builds one Pod of `cluster` named `name`: the role's template with KubeRay's labels, the
-/// cluster ownerReference, the `ray start` command and environment in `containers[0]`, and a
-/// memory-backed `/dev/shm`.
+/// cluster ownerReference, the `ray start` command, environment and health probes in
+/// `containers[0]`, and a memory-backed `/dev/shm`.
 pub fn build_pod(
     cluster: &RayCluster,
     role: PodRole<'_>,
@@ -528,6 +529,19 @@ pub fn build_pod(
             }
         }
         add_shared_memory(container, spec.volumes.get_or_insert_with(Vec::new));
+        let port_param = |key: &str, default: i32| {
+            params
+                .get(key)
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(default)
+        };
+        add_probes(
+            container,
+            role,
+            &cluster.spec.ray_version,
+            port_param("dashboard-agent-listen-port", DEFAULT_DASHBOARD_AGENT_PORT),
+            port_param("dashboard-port", DEFAULT_DASHBOARD_PORT),
+        );
     }
 
     Pod {
@@ -609,6 +623,64 @@ fn set_command(container: &mut Container, ray_start: &str, keep_command: bool) {
     };
     container.command = Some(vec!["/bin/bash".into(), "-c".into(), "--".into()]);
     container.args = Some(vec![args]);
+}
+
+/// Port of the Ray dashboard agent (`--dashboard-agent-listen-port`), which serves the health
+/// endpoints the probes call.
+const DEFAULT_DASHBOARD_AGENT_PORT: i32 = 52365;
+
+/// Readiness and liveness probes on `containers[0]` where the user set none, as KubeRay v1.7
+/// injects them (`kuberay-compat.md` §8.3): from Ray 2.53 on, an HTTP GET of the agent's
+/// `/api/healthz` (raylet, and GCS on the head); before, a `wget` of the raylet's health and, on
+/// the head, of the GCS's through the dashboard. So the head Pod is Ready only once GCS answers,
+/// and a worker only once its raylet runs. An unparsable `rayVersion` gets the exec probes,
+/// which every Ray release answers.
+fn add_probes(
+    container: &mut Container,
+    role: PodRole<'_>,
+    ray_version: &Option<String>,
+    agent_port: i32,
+    dashboard_port: i32,
+) {
+    let head = matches!(role, PodRole::Head);
+    let unified = ray_version
+        .as_deref()
+        .and_then(|v| crate::validation::version::GenericVersion::parse(v).ok())
+        .is_some_and(|v| !v.less_than(2, 53, 0));
+    let probe = |initial_delay: i32, failure_threshold: i32| {
+        let mut probe = Probe {
+            initial_delay_seconds: Some(initial_delay),
+            timeout_seconds: Some(if head { 5 } else { 2 }),
+            period_seconds: Some(5),
+            success_threshold: Some(1),
+            failure_threshold: Some(failure_threshold),
+            ..Probe::default()
+        };
+        if unified {
+            probe.http_get = Some(HTTPGetAction {
+                path: Some("/api/healthz".to_string()),
+                port: IntOrString::Int(agent_port),
+                ..HTTPGetAction::default()
+            });
+        } else {
+            let wget = |url: String| format!("wget -T 2 -q -O- {url} | grep success");
+            let mut check = wget(format!(
+                "http://localhost:{agent_port}/api/local_raylet_healthz"
+            ));
+            if head {
+                check.push_str(" && ");
+                check.push_str(&wget(format!(
+                    "http://localhost:{dashboard_port}/api/gcs_healthz"
+                )));
+            }
+            probe.exec = Some(ExecAction {
+                command: Some(vec!["bash".to_string(), "-c".to_string(), check]),
+            });
+        }
+        probe
+    };
+    container.readiness_probe.get_or_insert_with(|| probe(10, 10));
+    container.liveness_probe.get_or_insert_with(|| probe(30, 120));
 }
 
 /// Mounts a memory-backed emptyDir `shared-mem` at `/dev/shm` unless something is mounted
@@ -893,5 +965,71 @@ spec:
             ray_start_command(PodRole::Head, &params),
             "ray start --head  --include-dashboard=false  --port=6380 "
         );
+    }
+
+    #[test]
+    fn probes_wait_for_the_raylet_and_gcs_and_keep_the_users() {
+        let c = cluster(CLUSTER);
+        let head = build_pod(&c, PodRole::Head, "h", &BuildOptions::default());
+        let container = &head.spec.expect("spec").containers[0];
+        let readiness = container.readiness_probe.clone().expect("readiness probe");
+        let get = readiness.http_get.clone().expect("HTTP probe for Ray 2.60");
+        assert_eq!(get.path.as_deref(), Some("/api/healthz"));
+        assert_eq!(get.port, IntOrString::Int(52365));
+        let timing = |p: &Probe| {
+            (
+                p.initial_delay_seconds,
+                p.timeout_seconds,
+                p.period_seconds,
+                p.failure_threshold,
+            )
+        };
+        assert_eq!(timing(&readiness), (Some(10), Some(5), Some(5), Some(10)));
+        let liveness = container.liveness_probe.clone().expect("liveness probe");
+        assert_eq!(timing(&liveness), (Some(30), Some(5), Some(5), Some(120)));
+
+        let group = worker(&c);
+        let w = build_pod(&c, PodRole::Worker(group), "w", &BuildOptions::default());
+        let probe = w.spec.expect("spec").containers[0]
+            .readiness_probe
+            .clone()
+            .expect("worker readiness probe");
+        assert_eq!(probe.timeout_seconds, Some(2));
+
+        // Before Ray 2.53 the agent has no /api/healthz: wget the raylet's and the GCS's, on
+        // the ports rayStartParams chose.
+        let mut old = cluster(CLUSTER);
+        old.spec.ray_version = Some("2.46.0".into());
+        old.spec.head_group_spec.ray_start_params = Some(BTreeMap::from([
+            ("dashboard-port".to_string(), "9000".to_string()),
+            ("dashboard-agent-listen-port".to_string(), "9001".to_string()),
+        ]));
+        let head = build_pod(&old, PodRole::Head, "h", &BuildOptions::default());
+        let exec = head.spec.expect("spec").containers[0]
+            .readiness_probe
+            .clone()
+            .and_then(|p| p.exec)
+            .and_then(|e| e.command)
+            .expect("exec probe");
+        assert_eq!(
+            exec[2],
+            "wget -T 2 -q -O- http://localhost:9001/api/local_raylet_healthz | grep success && \
+             wget -T 2 -q -O- http://localhost:9000/api/gcs_healthz | grep success"
+        );
+
+        // A probe the user wrote is theirs.
+        let mut own = cluster(CLUSTER);
+        own.spec.head_group_spec.template.spec.as_mut().expect("spec").containers[0]
+            .readiness_probe = Some(Probe {
+            period_seconds: Some(1),
+            ..Probe::default()
+        });
+        let head = build_pod(&own, PodRole::Head, "h", &BuildOptions::default());
+        let probe = head.spec.expect("spec").containers[0]
+            .readiness_probe
+            .clone()
+            .expect("probe");
+        assert_eq!(probe.period_seconds, Some(1));
+        assert!(probe.http_get.is_none());
     }
 }
