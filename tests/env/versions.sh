@@ -22,6 +22,15 @@ VOLCANO_APIS_VERSION=v1.14.0
 KUBERAY_VERSION=v1.5.0
 # PyPI ray[default] for the Ray head and the `ray` CLI.
 RAY_VERSION=2.60.0
+# github.com/coredns/coredns: cluster DNS for the real nodes' pods, built with
+# a reduced plugin set (wrapper tests/env/go/coredns: go.mod, go.sum, main.go).
+# v1.15.0's go directive is 1.26.0; its k8s.io modules are v0.37.1.
+COREDNS_VERSION=v1.15.0
+# Container images for the real nodes, built by tests/env/images: the Debian
+# release of the Ray image's rootfs, and the sandbox image's own version
+# (bump it when tests/env/go/pause changes in a way worth a new tag).
+IMAGE_DEBIAN_SUITE=bookworm
+IMAGE_PAUSE_VERSION=1
 
 RAYGATE_CACHE=${RAYGATE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/raygate}
 RAYGATE_BIN_DIR=$RAYGATE_CACHE/bin
@@ -41,3 +50,16 @@ KUBERAY_DIR=$RAYGATE_BIN_DIR/kuberay-$KUBERAY_VERSION
 BIN_KUBERAY_OPERATOR=$KUBERAY_DIR/kuberay-operator
 KUBERAY_CRD_DIR=$KUBERAY_DIR/crd
 RAY_VENV=$RAYGATE_BIN_DIR/ray-$RAY_VERSION
+
+# CoreDNS, the cluster DNS of the real nodes (wrapper tests/env/go/coredns).
+BIN_COREDNS=$RAYGATE_BIN_DIR/coredns-$COREDNS_VERSION/coredns
+# Images the real nodes run, built locally by tests/env/images (no registry is
+# reachable): tars for `ctr -n k8s.io images import`, and the refs they carry.
+RAYGATE_IMAGE_DIR=$RAYGATE_CACHE/images
+# The pod sandbox image (containerd's sandbox_image): a local name, not upstream's pause.
+IMAGE_PAUSE_REF=localhost/raygate-e2e/pause:$IMAGE_PAUSE_VERSION
+IMAGE_PAUSE_TAR=$RAYGATE_IMAGE_DIR/pause-$IMAGE_PAUSE_VERSION/image.tar
+# Tagged as upstream's image, so manifests naming rayproject/ray:$RAY_VERSION
+# use it unchanged (imagePullPolicy IfNotPresent).
+IMAGE_RAY_REF=docker.io/rayproject/ray:$RAY_VERSION
+IMAGE_RAY_TAR=$RAYGATE_IMAGE_DIR/ray-$RAY_VERSION/image.tar

@@ -80,6 +80,14 @@ impl Env {
             .collect()
     }
 
+    /// Names of the real kubelet nodes (`real-1`, `real-2`, …), where Pods run containers.
+    pub fn real_nodes(&self) -> Vec<String> {
+        self.var("RAYGATE_REAL_NODES")
+            .split(',')
+            .map(str::to_string)
+            .collect()
+    }
+
     /// A client configuration for the admin kubeconfig.
     ///
     /// # Panics

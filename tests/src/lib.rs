@@ -12,7 +12,7 @@
 //!   [`TestNamespace::wait_for`] to poll a condition and dump the namespace when it times out;
 //! * [`examples`] reads the example manifests of `manifests/examples/` and what they promise;
 //! * [`ray::Dashboard`] talks to the Ray head's Jobs API;
-//! * [`raygate`] runs raygate's own binary;
+//! * [`raygate`] runs raygate's own binary, [`kubectl`] the machine's kubectl;
 //! * [`reconciler`] runs a test's own `raygate reconcile` for its namespace;
 //! * [`nodes::FakeNode`] is a kwok node of a test's own, with the capacity it chooses;
 //! * [`kuberay`] runs a test's own KubeRay operator for its namespaces;
@@ -22,6 +22,7 @@
 pub mod cleanup;
 pub mod env;
 pub mod examples;
+pub mod kubectl;
 pub mod kuberay;
 pub mod namespace;
 pub mod nodes;

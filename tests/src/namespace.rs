@@ -13,6 +13,11 @@ use raygate_api::volcano::PodGroup;
 
 use crate::Env;
 
+/// The PodNodeSelector admission plugin's namespace annotation (`key=value,…`).
+const NODE_SELECTOR_ANNOTATION: &str = "scheduler.alpha.kubernetes.io/node-selector";
+/// The PodTolerationRestriction admission plugin's namespace annotation (a JSON list).
+const DEFAULT_TOLERATIONS_ANNOTATION: &str = "scheduler.alpha.kubernetes.io/defaultTolerations";
+
 /// A namespace created for one test. Dropping it deletes the namespace (also when the test
 /// panics); the namespace controller then removes everything in it.
 pub struct TestNamespace {
@@ -36,6 +41,39 @@ impl TestNamespace {
     /// # Panics
     /// As [`TestNamespace::new`].
     pub async fn with_labels(env: &Env, prefix: &str, labels: &[(&str, &str)]) -> TestNamespace {
+        TestNamespace::create(env, prefix, labels, BTreeMap::new()).await
+    }
+
+    /// [`TestNamespace::with_labels`] whose every Pod runs on the environment's real kubelet
+    /// nodes, never on kwok: the API server's PodNodeSelector and PodTolerationRestriction
+    /// admission plugins merge the namespace's node selector (`type=real`) and a toleration of
+    /// the real nodes' taint into each Pod as it is created, so manifests run unchanged.
+    ///
+    /// # Panics
+    /// As [`TestNamespace::new`].
+    pub async fn on_real_nodes(env: &Env, prefix: &str, labels: &[(&str, &str)]) -> TestNamespace {
+        let toleration = serde_json::json!([{
+            "key": env.var("RAYGATE_REAL_NODE_TAINT"), "operator": "Exists", "effect": "NoSchedule"
+        }]);
+        let annotations = BTreeMap::from([
+            (
+                NODE_SELECTOR_ANNOTATION.to_string(),
+                "type=real".to_string(),
+            ),
+            (
+                DEFAULT_TOLERATIONS_ANNOTATION.to_string(),
+                toleration.to_string(),
+            ),
+        ]);
+        TestNamespace::create(env, prefix, labels, annotations).await
+    }
+
+    async fn create(
+        env: &Env,
+        prefix: &str,
+        labels: &[(&str, &str)],
+        annotations: BTreeMap<String, String>,
+    ) -> TestNamespace {
         let config = env.kube_config().await;
         let client =
             Client::try_from(config.clone()).expect("a kube client from the admin kubeconfig");
@@ -44,6 +82,7 @@ impl TestNamespace {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
                 labels: Some(self::labels(labels)),
+                annotations: Some(annotations),
                 ..ObjectMeta::default()
             },
             ..Namespace::default()

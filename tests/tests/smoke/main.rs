@@ -1,11 +1,12 @@
 //! Smoke tests of the real control plane started by `tests/env/control-plane up`: the API server
-//! and its controllers, both schedulers, kwok, Volcano gang scheduling, the Ray head, the
-//! submitter runner and raygate's own binary. Run them inside the environment's namespace:
+//! and its controllers, both schedulers, kwok, the real kubelet nodes, Volcano gang scheduling,
+//! the Ray head, the submitter runner and raygate's own binary. Run them inside the environment's namespace:
 //! `tests/env/control-plane exec -- cargo test -p raygate-e2e`.
 
 mod api;
 mod gang;
 mod ray;
+mod real_nodes;
 mod submitter;
 
 use std::collections::BTreeMap;

@@ -9,12 +9,12 @@ mod pods;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::Output;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use raygate_e2e::TestNamespace;
+use raygate_e2e::kubectl::run as kubectl;
 use serde_json::{Value, json};
 use tokio::sync::{RwLock, RwLockReadGuard};
 
@@ -43,16 +43,6 @@ const PODS_BY_HAND: (&str, &str) = (raygate_e2e::reconciler::PRIVATE_RECONCILER_
 /// `tests/env/control-plane`.
 fn control_plane() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("env/control-plane")
-}
-
-/// Runs `kubectl ARGS...` with the environment's kubeconfig.
-async fn kubectl(args: &[&str]) -> Output {
-    tokio::process::Command::new("kubectl")
-        .args(args)
-        .kill_on_drop(true)
-        .output()
-        .await
-        .unwrap_or_else(|e| panic!("running kubectl {args:?}: {e}"))
 }
 
 fn ray_resource(kind: &str) -> ApiResource {
