@@ -679,8 +679,12 @@ fn add_probes(
         }
         probe
     };
-    container.readiness_probe.get_or_insert_with(|| probe(10, 10));
-    container.liveness_probe.get_or_insert_with(|| probe(30, 120));
+    container
+        .readiness_probe
+        .get_or_insert_with(|| probe(10, 10));
+    container
+        .liveness_probe
+        .get_or_insert_with(|| probe(30, 120));
 }
 
 /// Mounts a memory-backed emptyDir `shared-mem` at `/dev/shm` unless something is mounted
@@ -1002,7 +1006,10 @@ spec:
         old.spec.ray_version = Some("2.46.0".into());
         old.spec.head_group_spec.ray_start_params = Some(BTreeMap::from([
             ("dashboard-port".to_string(), "9000".to_string()),
-            ("dashboard-agent-listen-port".to_string(), "9001".to_string()),
+            (
+                "dashboard-agent-listen-port".to_string(),
+                "9001".to_string(),
+            ),
         ]));
         let head = build_pod(&old, PodRole::Head, "h", &BuildOptions::default());
         let exec = head.spec.expect("spec").containers[0]
@@ -1019,7 +1026,13 @@ spec:
 
         // A probe the user wrote is theirs.
         let mut own = cluster(CLUSTER);
-        own.spec.head_group_spec.template.spec.as_mut().expect("spec").containers[0]
+        own.spec
+            .head_group_spec
+            .template
+            .spec
+            .as_mut()
+            .expect("spec")
+            .containers[0]
             .readiness_probe = Some(Probe {
             period_seconds: Some(1),
             ..Probe::default()
