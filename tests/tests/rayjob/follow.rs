@@ -12,7 +12,7 @@ use super::{create, ray_job};
 #[tokio::test]
 async fn raygate_follow_shows_the_example_rayjob_to_success() {
     let env = Env::load();
-    let ns = TestNamespace::with_labels(
+    let ns = TestNamespace::on_real_nodes(
         &env,
         "rayjob-follow",
         &[("raygate.io/scheduler", "volcano")],
@@ -29,17 +29,9 @@ async fn raygate_follow_shows_the_example_rayjob_to_success() {
     let name = job.metadata.name.clone().expect("the example has a name");
     create(&ns, &job).await;
 
-    let output = raygate_e2e::raygate::run(&[
-        "follow",
-        &name,
-        "--namespace",
-        ns.name(),
-        "--timeout",
-        "4m",
-        "--ray-dashboard-address",
-        env.ray_dashboard(),
-    ])
-    .await;
+    let output =
+        raygate_e2e::raygate::run(&["follow", &name, "--namespace", ns.name(), "--timeout", "4m"])
+            .await;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     let report = format!("stdout:\n{stdout}\nstderr:\n{stderr}\n{}", ns.dump().await);
@@ -64,11 +56,13 @@ async fn raygate_follow_shows_the_example_rayjob_to_success() {
         complete < output_start && output_start < output_end,
         "{report}"
     );
+    // ray.cluster_resources() of the RayJob's own cluster: the head and both workers joined,
+    // one CPU each (`--num-cpus` from each container's CPU limit).
     assert!(
         lines[output_start..output_end]
             .iter()
-            .any(|l| l.contains("'CPU'")),
-        "the entrypoint prints ray.cluster_resources()\n{report}"
+            .any(|l| l.contains("'CPU': 3.0")),
+        "the entrypoint prints ray.cluster_resources() of head + 2 workers\n{report}"
     );
 }
 

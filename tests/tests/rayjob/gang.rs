@@ -1,6 +1,7 @@
 //! Gang scheduling against real capacity: each test gets kwok nodes of its own (a pool reserved
 //! by label and taint; the RayJob's pods select and tolerate it), so what fits is exactly what
-//! the test says, whatever else runs on the shared nodes.
+//! the test says, whatever else runs on the shared nodes. kwok Pods run no Ray, so each test
+//! runs a reconciler of its own pointed at the environment's shared Ray head.
 
 use std::collections::BTreeMap;
 
@@ -9,12 +10,17 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use raygate_api::ray::v1::RayJob;
 use raygate_api::volcano::PodGroup;
 use raygate_e2e::nodes::{FakeNode, placement};
+use raygate_e2e::reconciler::{PRIVATE_RECONCILER_LABEL, Reconciler};
 use raygate_e2e::{Env, TestNamespace};
 use serde_json::json;
 
 use super::{RUN, create, events_about, pods, ray_job, wait_status};
 
-const OPT_IN: [(&str, &str); 1] = [("raygate.io/scheduler", "volcano")];
+/// Opted into Volcano, and reconciled by the test's own reconciler.
+const OPT_IN: [(&str, &str); 2] = [
+    ("raygate.io/scheduler", "volcano"),
+    (PRIVATE_RECONCILER_LABEL, "true"),
+];
 
 /// `job` with its head, workers and submitter (KubeRay's default one, 500m / 200Mi, as a
 /// `submitterPodTemplate`) placed in `pool` only.
@@ -85,6 +91,7 @@ async fn placements(ns: &TestNamespace, selector: &str) -> Vec<(String, Option<S
 async fn the_submitter_is_outside_the_gang_so_a_cluster_that_fills_its_node_still_runs() {
     let env = Env::load();
     let ns = TestNamespace::with_labels(&env, "rayjob-gang-fit", &OPT_IN).await;
+    let _reconciler = Reconciler::start(&env, &ns, None).await;
     let pool = ns.name().to_string();
     // Room for head (1, 2Gi) + 2 workers (500m, 1Gi each) + the submitter (500m, 200Mi) =
     // 2500m / 4296Mi, and not for one more Ray pod: 104Mi and no CPU are left after them.
@@ -152,6 +159,7 @@ async fn the_submitter_is_outside_the_gang_so_a_cluster_that_fills_its_node_stil
 async fn a_gang_larger_than_its_nodes_binds_nothing_says_why_and_runs_once_capacity_arrives() {
     let env = Env::load();
     let ns = TestNamespace::with_labels(&env, "rayjob-gang-wait", &OPT_IN).await;
+    let _reconciler = Reconciler::start(&env, &ns, None).await;
     let pool = ns.name().to_string();
     // 1600m: the head (1) and one worker (500m) would fit, the second worker would not; the gang
     // is head + 2 workers.

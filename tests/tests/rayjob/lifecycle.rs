@@ -13,7 +13,7 @@ use raygate_e2e::ray::Dashboard;
 use raygate_e2e::{Env, TestNamespace};
 use serde_json::json;
 
-use super::{RUN, create, events_about, pods, ray_job, wait_status};
+use super::{RUN, create, events_about, job_dashboard, pods, ray_job, wait_status};
 
 const OPT_IN: [(&str, &str); 1] = [(NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE)];
 
@@ -54,7 +54,7 @@ fn assert_gang_bound(pods: &[Pod], job: &str, task: Option<&str>, dump: &str) {
 #[tokio::test]
 async fn a_rayjob_runs_gang_scheduled_to_success_and_its_cluster_goes_after_the_ttl() {
     let env = Env::load();
-    let ns = TestNamespace::with_labels(&env, "rayjob-happy", &OPT_IN).await;
+    let ns = TestNamespace::on_real_nodes(&env, "rayjob-happy", &OPT_IN).await;
     let job = ray_job(
         "demo",
         "python -c \"print('hello from raygate')\"",
@@ -165,7 +165,7 @@ async fn a_rayjob_runs_gang_scheduled_to_success_and_its_cluster_goes_after_the_
     assert_eq!(submitter_pods.len(), 1, "{}", ns.dump().await);
     assert_gang_bound(&submitter_pods, "demo", Some("submittergroup"), "");
 
-    let dashboard = Dashboard::new(env.ray_dashboard());
+    let dashboard = job_dashboard(&ns, "demo");
     let ray = dashboard.job(&submission).await.expect("Ray knows the job");
     assert_eq!(ray["status"], "SUCCEEDED", "{ray}");
     let logs = dashboard
@@ -217,7 +217,7 @@ async fn job_head_service_selecting(ns: &TestNamespace, job: &str, cluster: &str
 #[tokio::test]
 async fn a_failing_entrypoint_is_retried_on_a_new_cluster_then_fails() {
     let env = Env::load();
-    let ns = TestNamespace::with_labels(&env, "rayjob-retry", &OPT_IN).await;
+    let ns = TestNamespace::on_real_nodes(&env, "rayjob-retry", &OPT_IN).await;
     create(
         &ns,
         &ray_job(
@@ -292,18 +292,31 @@ async fn a_failing_entrypoint_is_retried_on_a_new_cluster_then_fails() {
     assert_eq!(failed.failed, Some(2));
     assert_eq!(failed.job_status.as_deref(), Some("FAILED"));
     assert_eq!(failed.reason.as_deref(), Some("AppFailed"));
-    let dashboard = Dashboard::new(env.ray_dashboard());
-    for attempt in [&first, &second] {
-        let id = attempt.job_id.as_deref().unwrap();
-        let ray = dashboard.job(id).await.expect("Ray knows each attempt");
-        assert_eq!(ray["status"], "FAILED", "{ray}");
-    }
+    // The second attempt's cluster stays (shutdownAfterJobFinishes is false): its Ray knows
+    // exactly one submission, the second one, and it failed; the first went with its cluster.
+    let dashboard = job_dashboard(&ns, "flaky");
+    let id = second.job_id.as_deref().unwrap();
+    let ray = dashboard
+        .job(id)
+        .await
+        .expect("Ray knows the second attempt");
+    assert_eq!(ray["status"], "FAILED", "{ray}");
+    let listed = dashboard.get("/api/jobs/").await.expect("the job list");
+    let ids: Vec<_> = listed
+        .json()
+        .expect("a JSON job list")
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|j| j["submission_id"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(ids, [id], "one Ray submission per attempt");
 }
 
 #[tokio::test]
 async fn deleting_a_running_rayjob_stops_its_ray_job() {
     let env = Env::load();
-    let ns = TestNamespace::with_labels(&env, "rayjob-delete", &OPT_IN).await;
+    let ns = TestNamespace::on_real_nodes(&env, "rayjob-delete", &OPT_IN).await;
     create(
         &ns,
         &ray_job(
@@ -314,7 +327,7 @@ async fn deleting_a_running_rayjob_stops_its_ray_job() {
         ),
     )
     .await;
-    let dashboard = Dashboard::new(env.ray_dashboard());
+    let dashboard = job_dashboard(&ns, "long");
     let running = wait_status(&ns, "long", "the Ray job to be RUNNING", |s| {
         s.job_status.as_deref() == Some("RUNNING")
     })
@@ -324,14 +337,15 @@ async fn deleting_a_running_rayjob_stops_its_ray_job() {
         .delete("long", &DeleteParams::default())
         .await
         .expect("delete the RayJob");
-    let jobs = ns.api::<RayJob>();
-    ns.wait_for("the RayJob to disappear", RUN, || async {
-        Ok(jobs.get_opt("long").await?.is_none().then_some(()))
-    })
-    .await;
+    // The finalizer stops the Ray job before the RayJob (and with it the cluster) goes.
     ns.wait_for("Ray to report STOPPED", RUN, || async {
         let ray = dashboard.job(&submission).await?;
         Ok((ray["status"] == "STOPPED").then_some(()))
+    })
+    .await;
+    let jobs = ns.api::<RayJob>();
+    ns.wait_for("the RayJob to disappear", RUN, || async {
+        Ok(jobs.get_opt("long").await?.is_none().then_some(()))
     })
     .await;
 }
@@ -339,7 +353,7 @@ async fn deleting_a_running_rayjob_stops_its_ray_job() {
 #[tokio::test]
 async fn http_mode_submits_the_job_itself() {
     let env = Env::load();
-    let ns = TestNamespace::with_labels(&env, "rayjob-http", &OPT_IN).await;
+    let ns = TestNamespace::on_real_nodes(&env, "rayjob-http", &OPT_IN).await;
     create(
         &ns,
         &ray_job(
@@ -370,7 +384,7 @@ async fn http_mode_submits_the_job_itself() {
         ns.api::<Job>().get_opt("web").await.unwrap().is_none(),
         "HTTPMode has no submitter Job"
     );
-    let dashboard = Dashboard::new(env.ray_dashboard());
+    let dashboard = job_dashboard(&ns, "web");
     let id = done.job_id.unwrap();
     let logs = dashboard
         .get(&format!("/api/jobs/{id}/logs"))
@@ -393,7 +407,7 @@ async fn patch_spec(ns: &TestNamespace, name: &str, spec: serde_json::Value) {
 #[tokio::test]
 async fn suspend_deletes_the_cluster_and_resume_starts_a_new_one() {
     let env = Env::load();
-    let ns = TestNamespace::with_labels(&env, "rayjob-suspend", &OPT_IN).await;
+    let ns = TestNamespace::on_real_nodes(&env, "rayjob-suspend", &OPT_IN).await;
     create(
         &ns,
         &ray_job(
@@ -445,7 +459,7 @@ async fn suspend_deletes_the_cluster_and_resume_starts_a_new_one() {
 #[tokio::test]
 async fn interactive_mode_follows_the_job_the_user_submitted() {
     let env = Env::load();
-    let ns = TestNamespace::with_labels(&env, "rayjob-interactive", &OPT_IN).await;
+    let ns = TestNamespace::on_real_nodes(&env, "rayjob-interactive", &OPT_IN).await;
     create(
         &ns,
         &ray_job(
@@ -462,7 +476,12 @@ async fn interactive_mode_follows_the_job_the_user_submitted() {
     .await;
     assert_eq!(waiting.job_id, None);
     let id = format!("{}-by-hand", ns.name());
-    let dashboard = Dashboard::new(env.ray_dashboard());
+    // InteractiveMode has no RayJob head Service: the user submits through the cluster's.
+    let url = waiting
+        .dashboard_url
+        .as_deref()
+        .expect("a dashboard URL once Waiting");
+    let dashboard = Dashboard::new(&format!("http://{url}"));
     let answer = dashboard
         .submit(&id, "python -c \"print('interactive')\"")
         .await

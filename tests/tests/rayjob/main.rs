@@ -1,6 +1,9 @@
-//! The RayJob controller end to end: real API server, Volcano, kwok nodes, the submitter runner
-//! and a real Ray head. The environment's `raygate reconcile` (RayCluster and RayJob
-//! controllers, every dashboard address pointed at the environment's Ray head) runs them.
+//! The RayJob controller end to end: real API server and Volcano. The lifecycle, mode and
+//! `raygate follow` tests run on the real kubelet nodes: each RayJob gets a Ray cluster of its
+//! own made of raygate's Pods, its submitter Pod runs `ray job submit` against the head
+//! Service's cluster DNS name, and the environment's `raygate reconcile` reaches the dashboard
+//! the same way. The gang tests need exact capacities, so they run on kwok nodes of their own
+//! with the shared Ray head and a reconciler of their own pointed at it; so does the crash test.
 
 mod crash;
 mod follow;
@@ -14,6 +17,7 @@ use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{ListParams, PostParams};
 use raygate_api::ray::v1::RayJob;
 use raygate_e2e::TestNamespace;
+use raygate_e2e::ray::Dashboard;
 use serde_json::{Value, json};
 
 /// Bound for a whole RayJob run (cluster up, submitter, Ray job, status).
@@ -47,6 +51,15 @@ fn ray_job(name: &str, entrypoint: &str, workers: i32, extra: Value) -> RayJob {
         "spec": spec,
     }))
     .expect("a valid RayJob")
+}
+
+/// The Ray dashboard of RayJob `job`'s current cluster, through the RayJob's head Service by
+/// its cluster DNS name, as the submitter and the reconciler reach it.
+fn job_dashboard(ns: &TestNamespace, job: &str) -> Dashboard {
+    Dashboard::new(&format!(
+        "http://{job}-head-svc.{}.svc.cluster.local:8265",
+        ns.name()
+    ))
 }
 
 async fn create(ns: &TestNamespace, job: &RayJob) {

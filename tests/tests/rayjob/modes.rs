@@ -15,21 +15,22 @@ use raygate_e2e::ray::Dashboard;
 use raygate_e2e::{Env, TestNamespace};
 use serde_json::json;
 
-use super::{RUN, create, pods, ray_job, wait_status};
+use super::{RUN, create, job_dashboard, pods, ray_job, wait_status};
 
 const OPT_IN: [(&str, &str); 1] = [("raygate.io/scheduler", "volcano")];
 
 #[tokio::test]
 async fn sidecar_mode_runs_the_submitter_in_the_head_pod_to_completion() {
     let env = Env::load();
-    let ns = TestNamespace::with_labels(&env, "rayjob-sidecar", &OPT_IN).await;
+    let ns = TestNamespace::on_real_nodes(&env, "rayjob-sidecar", &OPT_IN).await;
     create(
         &ns,
         &ray_job(
             "side",
-            // The finished sidecar makes the head pod NotReady (as a kubelet would); a job of a
-            // few seconds lets the cluster be seen ready first, as any real job does.
-            "python -c \"import time; time.sleep(5); print('submitted from the sidecar')\"",
+            // The finished sidecar makes the head pod NotReady for good, and the head's
+            // readiness probe first passes 10-15 s after it starts: a job of 20 s lets the
+            // cluster be seen ready first, as any real job does.
+            "python -c \"import time; time.sleep(20); print('submitted from the sidecar')\"",
             1,
             json!({"submissionMode": "SidecarMode"}),
         ),
@@ -101,7 +102,7 @@ async fn sidecar_mode_runs_the_submitter_in_the_head_pod_to_completion() {
         .unwrap_or_else(|| panic!("the sidecar has terminated\n{dump}"));
     assert_eq!(terminated.exit_code, 0);
 
-    let dashboard = Dashboard::new(env.ray_dashboard());
+    let dashboard = job_dashboard(&ns, "side");
     let id = done.job_id.unwrap();
     let ray = dashboard.job(&id).await.expect("Ray knows the job");
     assert_eq!(ray["status"], "SUCCEEDED", "{ray}");
@@ -194,7 +195,7 @@ async fn cluster_selector_mode_runs_on_an_existing_cluster_and_deletes_nothing_o
     let env = Env::load();
     // clusterSelector is refused at admission in Volcano namespaces (a gang cannot include a
     // cluster that already runs), so this runs where kube-scheduler places the pods.
-    let ns = TestNamespace::new(&env, "rayjob-selector").await;
+    let ns = TestNamespace::on_real_nodes(&env, "rayjob-selector", &[]).await;
     let clusters = ns.api::<RayCluster>();
     let shared = clusters
         .create(&PostParams::default(), &standalone_cluster("shared"))
@@ -232,7 +233,10 @@ async fn cluster_selector_mode_runs_on_an_existing_cluster_and_deletes_nothing_o
         done.dashboard_url.as_deref(),
         Some(format!("shared-head-svc.{}.svc.cluster.local:8265", ns.name()).as_str())
     );
-    let dashboard = Dashboard::new(env.ray_dashboard());
+    let dashboard = Dashboard::new(&format!(
+        "http://{}",
+        done.dashboard_url.as_deref().unwrap()
+    ));
     let id = done.job_id.clone().unwrap();
     let logs = dashboard
         .get(&format!("/api/jobs/{id}/logs"))
