@@ -88,6 +88,15 @@ impl Env {
             .collect()
     }
 
+    /// The socket of real node `node`'s containerd (`ctr --address … -n k8s.io`), to act on
+    /// containers behind the API server's back, as a crash or the OOM killer would.
+    pub fn containerd_socket(&self, node: &str) -> PathBuf {
+        Path::new(self.var("RAYGATE_STATE"))
+            .join("nodes")
+            .join(node)
+            .join("containerd.sock")
+    }
+
     /// A client configuration for the admin kubeconfig.
     ///
     /// # Panics

@@ -301,16 +301,11 @@ async fn a_failing_entrypoint_is_retried_on_a_new_cluster_then_fails() {
         .await
         .expect("Ray knows the second attempt");
     assert_eq!(ray["status"], "FAILED", "{ray}");
-    let listed = dashboard.get("/api/jobs/").await.expect("the job list");
-    let ids: Vec<_> = listed
-        .json()
-        .expect("a JSON job list")
-        .as_array()
-        .expect("a list")
-        .iter()
-        .filter_map(|j| j["submission_id"].as_str().map(str::to_string))
-        .collect();
-    assert_eq!(ids, [id], "one Ray submission per attempt");
+    assert_eq!(
+        submission_ids(&dashboard).await,
+        [id],
+        "one Ray submission per attempt"
+    );
 }
 
 #[tokio::test]
@@ -494,4 +489,115 @@ async fn interactive_mode_follows_the_job_the_user_submitted() {
     .await;
     assert_eq!(done.job_status.as_deref(), Some("SUCCEEDED"));
     assert_eq!(done.job_id.as_deref(), Some(id.as_str()));
+}
+
+#[tokio::test]
+async fn a_head_container_killed_under_the_api_server_restarts_and_the_job_is_resubmitted_once() {
+    let env = Env::load();
+    let ns = TestNamespace::on_real_nodes(&env, "rayjob-head-kill", &OPT_IN).await;
+    create(
+        &ns,
+        &ray_job(
+            "crash",
+            "python -c 'import time; time.sleep(25); print(\"survived\")'",
+            0,
+            json!({"backoffLimit": 1}),
+        ),
+    )
+    .await;
+    let first = wait_status(&ns, "crash", "the Ray job to be RUNNING", |s| {
+        s.job_status.as_deref() == Some("RUNNING")
+    })
+    .await;
+    let cluster = first.ray_cluster_name.clone().unwrap();
+    let head_selector = format!("ray.io/cluster={cluster},ray.io/node-type=head");
+    let heads = pods(&ns, &head_selector).await;
+    assert_eq!(heads.len(), 1, "{}", ns.dump().await);
+    let head = &heads[0];
+    let node = head
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap();
+    let container = head
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| c.iter().find(|c| c.name == "ray-head"))
+        .and_then(|c| c.container_id.clone())
+        .expect("the head container's id");
+    let id = container
+        .strip_prefix("containerd://")
+        .expect("a containerd container id");
+    // SIGKILL through containerd, as the OOM killer would: the API server learns of it only
+    // from the kubelet.
+    let killed = tokio::process::Command::new("ctr")
+        .arg("--address")
+        .arg(env.containerd_socket(&node))
+        .args([
+            "--namespace",
+            "k8s.io",
+            "tasks",
+            "kill",
+            "--signal",
+            "SIGKILL",
+            id,
+        ])
+        .output()
+        .await
+        .expect("running ctr");
+    assert!(
+        killed.status.success(),
+        "ctr tasks kill: {}",
+        String::from_utf8_lossy(&killed.stderr)
+    );
+
+    // As under KubeRay: the kubelet restarts the head container in the same Pod (restartPolicy
+    // Always) with an empty GCS; the submitter Pod tailing the lost job fails, and the
+    // submitter Job's own retry submits the same submission id to the new GCS, where it runs
+    // to the end. One RayJob attempt, one cluster, no RayJob-level failure counted.
+    let done = wait_status(&ns, "crash", "the RayJob to be Complete", |s| {
+        s.job_deployment_status.as_deref() == Some("Complete")
+    })
+    .await;
+    assert_eq!(done.job_status.as_deref(), Some("SUCCEEDED"));
+    assert_eq!(done.ray_cluster_name, first.ray_cluster_name);
+    assert_eq!(done.job_id, first.job_id);
+    let restarted = pods(&ns, &head_selector).await;
+    let uids: Vec<_> = restarted.iter().map(|p| p.metadata.uid.as_ref()).collect();
+    assert_eq!(uids, [head.metadata.uid.as_ref()], "the same head Pod");
+    let restarts = restarted[0]
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| c.iter().find(|c| c.name == "ray-head"))
+        .map(|c| c.restart_count);
+    assert_eq!(restarts, Some(1), "{}", ns.dump().await);
+    let submitters = pods(&ns, "job-name=crash").await;
+    let phases: Vec<_> = submitters
+        .iter()
+        .filter_map(|p| p.status.as_ref()?.phase.clone())
+        .collect();
+    assert!(
+        phases.contains(&"Failed".to_string()) && phases.contains(&"Succeeded".to_string()),
+        "the submitter Pod of the lost job failed and its retry succeeded: {phases:?}"
+    );
+    assert_eq!(
+        submission_ids(&job_dashboard(&ns, "crash")).await,
+        [first.job_id.clone().unwrap()],
+        "the new GCS knows one submission, the resubmitted one"
+    );
+}
+
+/// The submission ids of every job the cluster's Ray knows.
+async fn submission_ids(dashboard: &Dashboard) -> Vec<String> {
+    let listed = dashboard.get("/api/jobs/").await.expect("the job list");
+    listed
+        .json()
+        .expect("a JSON job list")
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|j| j["submission_id"].as_str().map(str::to_string))
+        .collect()
 }
