@@ -82,7 +82,7 @@ impl Env {
 
     /// Names of the real kubelet nodes (`real-1`, `real-2`, …), where Pods run containers.
     pub fn real_nodes(&self) -> Vec<String> {
-        self.var("RAYGATE_REAL_NODES")
+        self.var("RAYGATE_REAL_NODE_NAMES")
             .split(',')
             .map(str::to_string)
             .collect()

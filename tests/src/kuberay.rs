@@ -4,8 +4,10 @@
 //! `--watch-namespace` keeps it away from every other test's objects; the test labels its
 //! namespaces `raygate.io/reconciler=kuberay` so that raygate's reconciler leaves their Ray
 //! objects to KubeRay (and, where the namespace is opted into Volcano, keeps only their
-//! PodGroups). Its dashboard client reaches the environment's one Ray head through the
-//! environment's dashboard proxy (`HTTP_PROXY`, see `tests/env/dashboard-proxy.py`).
+//! PodGroups). On kwok nodes its dashboard client reaches the environment's one Ray head
+//! through the environment's dashboard proxy (`HTTP_PROXY`, see `tests/env/dashboard-proxy.py`);
+//! on the real nodes it reaches each cluster's own head by cluster DNS, as in a cluster
+//! ([`Dashboards`]).
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -17,6 +19,15 @@ use crate::{Env, TestNamespace};
 
 /// Namespace label value (under `raygate.io/reconciler`) handing Ray objects to KubeRay.
 pub const RECONCILER_LABEL: (&str, &str) = ("raygate.io/reconciler", "kuberay");
+
+/// Where the operator's dashboard client goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dashboards {
+    /// Every dashboard address to the environment's shared Ray head (Pods on kwok run no Ray).
+    SharedHead,
+    /// Each cluster's own head Service by its cluster DNS name (Pods on the real nodes).
+    ClusterDns,
+}
 
 /// A running KubeRay operator; killed (SIGKILL) when dropped.
 pub struct KubeRay {
@@ -45,9 +56,21 @@ impl KubeRay {
         namespaces: &[&TestNamespace],
         batch_scheduler: Option<&str>,
     ) -> KubeRay {
+        KubeRay::start_with(env, namespaces, batch_scheduler, Dashboards::SharedHead).await
+    }
+
+    /// [`KubeRay::start`], its dashboard client going where `dashboards` says.
+    ///
+    /// # Panics
+    /// As [`KubeRay::start`].
+    pub async fn start_with(
+        env: &Env,
+        namespaces: &[&TestNamespace],
+        batch_scheduler: Option<&str>,
+        dashboards: Dashboards,
+    ) -> KubeRay {
         // Written by `up` only when the binary is built (`tests/env/build kuberay`).
         let binary = env.var("RAYGATE_KUBERAY_OPERATOR").to_string();
-        let proxy = env.var("RAYGATE_RAY_DASHBOARD_PROXY").to_string();
         let (probe, metrics) = (free_port(), free_port());
         let first = namespaces.first().expect("at least one namespace");
         let log = std::path::Path::new(env.var("RAYGATE_LOGS")).join(format!(
@@ -70,12 +93,15 @@ impl KubeRay {
                 "console",
             ])
             .env("KUBECONFIG", env.kubeconfig())
-            .env("HTTP_PROXY", &proxy)
-            .env("NO_PROXY", "127.0.0.1,localhost")
             .stdin(Stdio::null())
             .stdout(file)
             .stderr(stderr)
             .kill_on_drop(true);
+        if dashboards == Dashboards::SharedHead {
+            command
+                .env("HTTP_PROXY", env.var("RAYGATE_RAY_DASHBOARD_PROXY"))
+                .env("NO_PROXY", "127.0.0.1,localhost");
+        }
         if let Some(scheduler) = batch_scheduler {
             command.arg(format!("--batch-scheduler={scheduler}"));
         }

@@ -9,6 +9,8 @@
 //!   Volcano's accounting of each RayJob's own queue back at nothing;
 //! * `oracle`: a KubeRay started with `--batch-scheduler=volcano` is detected and left alone,
 //!   and the PodGroups raygate sizes are compared with the ones that KubeRay sizes itself.
+//! * `real_nodes`: the same RayJob under raygate and under KubeRay forms a real Ray cluster of
+//!   the same shape on the real nodes;
 //! * `validation`: the webhook refuses a feature raygate's reconciler lacks only where the
 //!   namespace's `raygate.io/reconciler` label hands the namespace to raygate.
 //!
@@ -18,6 +20,7 @@
 mod gang;
 mod lifecycle;
 mod oracle;
+mod real_nodes;
 mod validation;
 
 use std::collections::BTreeMap;

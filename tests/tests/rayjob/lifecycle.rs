@@ -51,6 +51,40 @@ fn assert_gang_bound(pods: &[Pod], job: &str, task: Option<&str>, dump: &str) {
     }
 }
 
+/// The Pod's Ray container has raygate's readiness probe on the agent's health endpoint, and
+/// the kubelet marked the Pod Ready only once it answered: not before the probe's 10 s
+/// initial delay after the container started.
+fn assert_ready_only_after_ray_answered(pod: &Pod) {
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let container = &pod.spec.as_ref().unwrap().containers[0];
+    let probe = container
+        .readiness_probe
+        .as_ref()
+        .and_then(|p| p.http_get.as_ref())
+        .unwrap_or_else(|| panic!("{name}: no HTTP readiness probe"));
+    assert_eq!(probe.path.as_deref(), Some("/api/healthz"), "{name}");
+    let status = pod.status.as_ref().unwrap();
+    let started = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .find(|c| c.name == container.name)
+        .and_then(|c| c.state.as_ref()?.running.as_ref()?.started_at.clone())
+        .unwrap_or_else(|| panic!("{name}: the Ray container is not running"));
+    let ready = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "Ready" && c.status == "True")
+        .and_then(|c| c.last_transition_time.clone())
+        .unwrap_or_else(|| panic!("{name}: not Ready"));
+    let waited = ready.0.as_second() - started.0.as_second();
+    assert!(
+        waited >= 10,
+        "{name}: Ready {waited} s after its Ray container started, before the probe could pass"
+    );
+}
+
 #[tokio::test]
 async fn a_rayjob_runs_gang_scheduled_to_success_and_its_cluster_goes_after_the_ttl() {
     let env = Env::load();
@@ -117,6 +151,9 @@ async fn a_rayjob_runs_gang_scheduled_to_success_and_its_cluster_goes_after_the_
     let ray_pods = pods(&ns, &format!("ray.io/cluster={cluster}")).await;
     assert_eq!(ray_pods.len(), 3, "{}", ns.dump().await);
     assert_gang_bound(&ray_pods, "demo", None, &ns.dump().await);
+    for pod in &ray_pods {
+        assert_ready_only_after_ray_answered(pod);
+    }
     let head_service = job_head_service_selecting(&ns, "demo", &cluster).await;
     let labels = head_service.metadata.labels.clone().unwrap_or_default();
     assert_eq!(
@@ -586,6 +623,55 @@ async fn a_head_container_killed_under_the_api_server_restarts_and_the_job_is_re
         submission_ids(&job_dashboard(&ns, "crash")).await,
         [first.job_id.clone().unwrap()],
         "the new GCS knows one submission, the resubmitted one"
+    );
+}
+
+#[tokio::test]
+async fn a_multi_host_worker_group_joins_the_cluster_with_every_host() {
+    let env = Env::load();
+    let ns = TestNamespace::on_real_nodes(&env, "rayjob-multihost", &OPT_IN).await;
+    let mut job = ray_job(
+        "slice",
+        "python -c \"import ray; ray.init(); print('alive nodes:', sum(n['Alive'] for n in ray.nodes()))\"",
+        1,
+        // HTTPMode: no submitter Pod, so the cluster (2 CPUs) fits beside another test's.
+        json!({"submissionMode": "HTTPMode"}),
+    );
+    let groups = job
+        .spec
+        .ray_cluster_spec
+        .as_mut()
+        .and_then(|c| c.worker_group_specs.as_mut())
+        .expect("a worker group");
+    groups[0].num_of_hosts = Some(2);
+    create(&ns, &job).await;
+    let pg = ns
+        .wait_for("PodGroup ray-slice-pg", RUN, || async {
+            Ok(ns.api::<PodGroup>().get_opt("ray-slice-pg").await?)
+        })
+        .await;
+    assert_eq!(pg.spec.min_member, Some(3), "head + 1 replica of 2 hosts");
+    let done = wait_status(&ns, "slice", "the RayJob to be Complete", |s| {
+        s.job_deployment_status.as_deref() == Some("Complete")
+    })
+    .await;
+    assert_eq!(done.job_status.as_deref(), Some("SUCCEEDED"));
+    let cluster = done.ray_cluster_name.clone().unwrap();
+    let workers = pods(
+        &ns,
+        &format!("ray.io/cluster={cluster},ray.io/node-type=worker"),
+    )
+    .await;
+    assert_eq!(workers.len(), 2, "{}", ns.dump().await);
+    let id = done.job_id.unwrap();
+    let logs = job_dashboard(&ns, "slice")
+        .get(&format!("/api/jobs/{id}/logs"))
+        .await
+        .expect("logs");
+    assert!(
+        logs.body.contains("alive nodes: 3"),
+        "the head and both hosts of the replica are alive Ray nodes: {}",
+        logs.body
     );
 }
 

@@ -20,8 +20,10 @@ use raygate_e2e::TestNamespace;
 use raygate_e2e::ray::Dashboard;
 use serde_json::{Value, json};
 
-/// Bound for a whole RayJob run (cluster up, submitter, Ray job, status).
-const RUN: Duration = Duration::from_secs(150);
+/// Bound for a whole RayJob run (cluster up, submitter, Ray job, status). On the real nodes
+/// (4 CPUs in all, two tests at a time) a gang may first wait for the other test's cluster to
+/// go: up to about two runs.
+const RUN: Duration = Duration::from_secs(240);
 
 /// A RayJob with one head (1 CPU, 2Gi) and `workers` workers (500m, 1Gi), running `entrypoint`;
 /// `extra` is merged into its spec.
