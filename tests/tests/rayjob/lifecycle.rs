@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod, Service};
 use kube::api::DeleteParams;
 use raygate_api::keys::{NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE};
 use raygate_api::ray::v1::{RayCluster, RayJob};
@@ -556,11 +556,7 @@ async fn a_head_container_killed_under_the_api_server_restarts_and_the_job_is_re
         .as_ref()
         .and_then(|s| s.node_name.clone())
         .unwrap();
-    let container = head
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .and_then(|c| c.iter().find(|c| c.name == "ray-head"))
+    let container = ray_head_status(head)
         .and_then(|c| c.container_id.clone())
         .expect("the head container's id");
     let id = container
@@ -603,12 +599,7 @@ async fn a_head_container_killed_under_the_api_server_restarts_and_the_job_is_re
     let restarted = pods(&ns, &head_selector).await;
     let uids: Vec<_> = restarted.iter().map(|p| p.metadata.uid.as_ref()).collect();
     assert_eq!(uids, [head.metadata.uid.as_ref()], "the same head Pod");
-    let restarts = restarted[0]
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .and_then(|c| c.iter().find(|c| c.name == "ray-head"))
-        .map(|c| c.restart_count);
+    let restarts = ray_head_status(&restarted[0]).map(|c| c.restart_count);
     assert_eq!(restarts, Some(1), "{}", ns.dump().await);
     let submitters = pods(&ns, "job-name=crash").await;
     let phases: Vec<_> = submitters
@@ -673,6 +664,16 @@ async fn a_multi_host_worker_group_joins_the_cluster_with_every_host() {
         "the head and both hosts of the replica are alive Ray nodes: {}",
         logs.body
     );
+}
+
+/// The status of a head Pod's `ray-head` container.
+fn ray_head_status(pod: &Pod) -> Option<&ContainerStatus> {
+    pod.status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == "ray-head")
 }
 
 /// The submission ids of every job the cluster's Ray knows.
