@@ -100,12 +100,8 @@ enum Command {
     },
     /// Print everything needed to install raygate (CRDs, RBAC, Deployment, Service, webhooks).
     Manifests {
-        /// Namespace raygate runs in.
-        #[arg(long, short = 'n', default_value = raygate_api::keys::DEFAULT_NAMESPACE)]
-        namespace: String,
-        /// Container image of raygate.
-        #[arg(long, default_value = raygate_api::manifests::DEFAULT_IMAGE)]
-        image: String,
+        #[command(flatten)]
+        install: Box<manifests::InstallArgs>,
         #[command(flatten)]
         webhooks: manifests::WebhookConfigurationArgs,
     },
@@ -180,7 +176,7 @@ struct RuleOptions {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Reconciler {
+pub(crate) enum Reconciler {
     /// raygate's lightweight reconciler.
     Raygate,
     /// The KubeRay operator.
@@ -233,11 +229,7 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Podgroup { files, output } => podgroups(&files.files, output),
         Command::Crds { write } => crds(write),
         Command::Convert { files, to } => convert::run(&files.files, to),
-        Command::Manifests {
-            namespace,
-            image,
-            webhooks,
-        } => manifests::run(namespace, image, webhooks),
+        Command::Manifests { install, webhooks } => manifests::run(*install, webhooks),
         Command::Webhook { server, rules, log } => {
             webhook::run(*server, rules.context(), log)?;
             Ok(EXIT_VALID)

@@ -445,7 +445,10 @@ fn manifests_render_the_webhook_configurations_alone_for_a_url_and_ca() {
             .map(|d| d.value)
             .collect();
     let expected = raygate_api::manifests::webhook_configurations(
-        "ops",
+        &raygate_api::manifests::InstallOptions {
+            namespace: "ops".to_owned(),
+            ..Default::default()
+        },
         &raygate_api::manifests::WebhookClient::Url {
             base: "https://127.0.0.1:9443".to_owned(),
             ca_bundle: Some("-----BEGIN CERTIFICATE-----\nAA==\n".to_owned()),

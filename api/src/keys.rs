@@ -93,6 +93,8 @@ pub const SERVICE_PORT: i32 = 443;
 pub const WEBHOOK_PORT: i32 = 9443;
 /// Plain-HTTP port of `/healthz`, `/readyz` and `/metrics` inside the Pod.
 pub const HEALTH_PORT: i32 = 9090;
+/// Plain-HTTP port of the reconciler's own `/healthz`, `/readyz` and `/metrics`.
+pub const RECONCILER_METRICS_PORT: i32 = 9091;
 /// Webhook server path of ConversionReviews (`ray.io` CRDs' `spec.conversion.webhook`).
 pub const CONVERT_PATH: &str = "/convert";
 /// Webhook server path of the Pod-onboarding mutation (AdmissionReview of Pods).

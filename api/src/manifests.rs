@@ -1,4 +1,4 @@
-//! Everything needed to install raygate, rendered from two inputs: the namespace and the image.
+//! Everything needed to install raygate, rendered from its settings ([`InstallOptions`]).
 //!
 //! [`render`] returns the objects in the order `kubectl apply` needs them (CRDs and cluster
 //! RBAC first, the webhook configurations last, so that the API server never calls a webhook
@@ -28,26 +28,199 @@ use serde_json::{Value, json};
 use crate::crd;
 use crate::keys;
 
-/// The inputs of a rendering.
+/// The inputs of a rendering: every setting the Helm chart (`manifests/chart`) offers too, so
+/// that `raygate manifests` and `helm template` render the same objects for the same settings
+/// (checked by `tests/tests/chart.rs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InstallOptions {
     /// Namespace raygate runs in.
     pub namespace: String,
     /// Container image of raygate.
     pub image: String,
+    /// The container's `imagePullPolicy`.
+    pub image_pull_policy: String,
+    /// Replicas of the Deployment; with 2 or more a PodDisruptionBudget keeps one serving.
+    pub replicas: u32,
+    /// The namespace label (key, value) that opts a namespace into Volcano gang scheduling.
+    pub opt_in_label: (String, String),
+    /// `failurePolicy` of the webhooks of opted-in namespaces.
+    pub failure_policy: FailurePolicy,
+    /// Where the webhook's serving certificate comes from.
+    pub certificates: Certificates,
+    /// Whether the admission and conversion webhook runs.
+    pub webhook: bool,
+    /// Whether the reconciler runs.
+    pub reconciler: bool,
+    /// `--reconciler`: the controller of RayJobs and RayClusters in namespaces without the
+    /// `raygate.io/reconciler` label (`raygate` or `kuberay`).
+    pub default_reconciler: String,
+    /// `--feature-gates` (KubeRay's, e.g. `RayJobDeletionPolicy=true`); empty for the defaults.
+    pub feature_gates: String,
+    /// The container's resource requests and limits (`cpu`, `memory`, ...).
+    pub resources: Resources,
+    /// `--log-format`: `text` or `json`.
+    pub log_format: String,
+}
+
+/// `failurePolicy` of a webhook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailurePolicy {
+    /// A request raygate cannot answer is refused: nothing unchecked is stored.
+    Fail,
+    /// A request raygate cannot answer is let through unchecked.
+    Ignore,
+}
+
+impl FailurePolicy {
+    /// The API's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailurePolicy::Fail => "Fail",
+            FailurePolicy::Ignore => "Ignore",
+        }
+    }
+}
+
+/// Where the webhook's serving certificate comes from, and who writes the CA bundle into the
+/// webhook configurations and the `ray.io` CRDs' conversion webhooks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Certificates {
+    /// raygate creates, shares (Secret [`SELF_MANAGED_SECRET`]), rotates and injects them.
+    SelfManaged,
+    /// cert-manager issues the certificate into Secret [`TLS_SECRET`] (a self-signed Issuer
+    /// of the chart's own unless `issuer` names one) and its CA injector writes the bundle.
+    CertManager {
+        /// An existing issuer (`kind`, `name`, e.g. `ClusterIssuer`, `corp-ca`), or `None`
+        /// for the installation's own self-signed Issuer.
+        issuer: Option<(String, String)>,
+    },
+    /// A `kubernetes.io/tls` Secret the user provides, mounted and reloaded on change.
+    Files {
+        /// Name of the Secret (keys `tls.crt` and `tls.key`) in raygate's namespace.
+        secret: String,
+        /// PEM of the CA that signed it, written as every webhook's `caBundle` (`None`: the
+        /// user injects it).
+        ca_bundle: Option<String>,
+    },
+}
+
+/// Resource requests and limits of raygate's container, by resource name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resources {
+    /// `resources.requests`.
+    pub requests: std::collections::BTreeMap<String, String>,
+    /// `resources.limits`.
+    pub limits: std::collections::BTreeMap<String, String>,
+}
+
+impl Default for Resources {
+    fn default() -> Self {
+        let map = |pairs: [(&str, &str); 2]| {
+            pairs
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect()
+        };
+        Resources {
+            requests: map([("cpu", "100m"), ("memory", "64Mi")]),
+            limits: map([("cpu", "1"), ("memory", "256Mi")]),
+        }
+    }
 }
 
 /// Image of the committed rendering (`manifests/install.yaml`).
 pub const DEFAULT_IMAGE: &str = concat!("ghcr.io/raygate/raygate:", env!("CARGO_PKG_VERSION"));
+/// Secret of the self-managed CA and certificate (`raygate run --cert-secret`'s default).
+pub const SELF_MANAGED_SECRET: &str = "raygate-webhook-cert";
+/// Secret of the serving certificate in cert-manager mode.
+pub const TLS_SECRET: &str = "raygate-webhook-tls";
+/// Where the certificate Secret is mounted in cert-manager and files modes.
+pub const TLS_MOUNT_PATH: &str = "/etc/raygate/tls";
 
 impl Default for InstallOptions {
     fn default() -> Self {
         Self {
             namespace: keys::DEFAULT_NAMESPACE.to_owned(),
             image: DEFAULT_IMAGE.to_owned(),
+            image_pull_policy: "IfNotPresent".to_owned(),
+            replicas: 2,
+            opt_in_label: (
+                keys::NAMESPACE_OPT_IN_LABEL.to_owned(),
+                keys::NAMESPACE_OPT_IN_VALUE.to_owned(),
+            ),
+            failure_policy: FailurePolicy::Fail,
+            certificates: Certificates::SelfManaged,
+            webhook: true,
+            reconciler: true,
+            default_reconciler: "raygate".to_owned(),
+            feature_gates: String::new(),
+            resources: Resources::default(),
+            log_format: "text".to_owned(),
         }
     }
 }
+
+impl InstallOptions {
+    /// Whether raygate itself maintains the certificate Secret and the CA bundles.
+    fn self_managed(&self) -> bool {
+        self.webhook && self.certificates == Certificates::SelfManaged
+    }
+
+    /// The container's `raygate run` arguments for these settings.
+    fn args(&self) -> Vec<String> {
+        let (key, value) = &self.opt_in_label;
+        let mut args = vec![
+            "run".to_owned(),
+            format!("--enable-webhook={}", self.webhook),
+            format!("--enable-reconciler={}", self.reconciler),
+            format!("--reconciler={}", self.default_reconciler),
+            format!("--namespace-label={key}={value}"),
+            format!("--log-format={}", self.log_format),
+        ];
+        if !self.feature_gates.is_empty() {
+            args.push(format!("--feature-gates={}", self.feature_gates));
+        }
+        if self.webhook {
+            match self.certificates {
+                Certificates::SelfManaged => args.push("--cert-mode=self-managed".to_owned()),
+                Certificates::CertManager { .. } | Certificates::Files { .. } => args.extend([
+                    "--cert-mode=files".to_owned(),
+                    format!("--tls-cert-file={TLS_MOUNT_PATH}/tls.crt"),
+                    format!("--tls-key-file={TLS_MOUNT_PATH}/tls.key"),
+                ]),
+            }
+        }
+        args
+    }
+
+    /// The Secret mounted at [`TLS_MOUNT_PATH`], if the certificate comes from one.
+    fn tls_secret(&self) -> Option<&str> {
+        match &self.certificates {
+            _ if !self.webhook => None,
+            Certificates::SelfManaged => None,
+            Certificates::CertManager { .. } => Some(TLS_SECRET),
+            Certificates::Files { secret, .. } => Some(secret),
+        }
+    }
+
+    /// `cert-manager.io/inject-ca-from` of the webhook configurations and CRDs.
+    fn ca_injection_annotation(&self) -> Option<Value> {
+        matches!(self.certificates, Certificates::CertManager { .. }).then(|| {
+            json!({"cert-manager.io/inject-ca-from": format!("{}/{}", self.namespace, CERTIFICATE_NAME)})
+        })
+    }
+
+    /// The CA bundle written into the webhook configurations and CRDs (files mode).
+    fn static_ca_bundle(&self) -> Option<&str> {
+        match &self.certificates {
+            Certificates::Files { ca_bundle, .. } => ca_bundle.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+/// Name of the cert-manager Certificate (and of the installation's own Issuer).
+const CERTIFICATE_NAME: &str = "raygate-webhook";
 
 /// Name of the MutatingWebhookConfiguration and the ValidatingWebhookConfiguration.
 pub const WEBHOOK_CONFIGURATION_NAME: &str = keys::APP_NAME;
@@ -81,39 +254,86 @@ pub fn render(options: &InstallOptions) -> Vec<Value> {
         "kind": "Namespace",
         "metadata": metadata(ns, None),
     })];
-    objects.extend(crds(ns));
-    objects.extend([
-        json!({
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": metadata(keys::APP_NAME, Some(ns)),
-        }),
-        cluster_role(),
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": metadata(keys::APP_NAME, None),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": keys::APP_NAME},
-            "subjects": [{"kind": "ServiceAccount", "name": keys::APP_NAME, "namespace": ns}],
-        }),
-        namespaced_role(ns),
-        json!({
+    objects.extend(crds(options));
+    objects.push(json!({
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": metadata(keys::APP_NAME, Some(ns)),
+    }));
+    objects.push(cluster_role(options));
+    objects.push(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": metadata(keys::APP_NAME, None),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": keys::APP_NAME},
+        "subjects": [{"kind": "ServiceAccount", "name": keys::APP_NAME, "namespace": ns}],
+    }));
+    if let Some(role) = namespaced_role(options) {
+        objects.push(role);
+        objects.push(json!({
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "RoleBinding",
             "metadata": metadata(NAMESPACED_ROLE, Some(ns)),
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAMESPACED_ROLE},
             "subjects": [{"kind": "ServiceAccount", "name": keys::APP_NAME, "namespace": ns}],
-        }),
-        service(ns),
-        deployment(options),
-        json!({
+        }));
+    }
+    if let Certificates::CertManager { issuer } = &options.certificates
+        && options.webhook
+    {
+        objects.extend(cert_manager_objects(ns, issuer.as_ref()));
+    }
+    if options.webhook {
+        objects.push(service(ns));
+    }
+    objects.push(deployment(options));
+    // One replica cannot keep one available through a drain: a budget would block it forever.
+    if options.replicas >= 2 {
+        objects.push(json!({
             "apiVersion": "policy/v1",
             "kind": "PodDisruptionBudget",
             "metadata": metadata(keys::APP_NAME, Some(ns)),
             "spec": {"minAvailable": 1, "selector": {"matchLabels": selector_labels()}},
-        }),
-    ]);
-    objects.extend(webhook_configurations(ns, &WebhookClient::Service));
+        }));
+    }
+    if options.webhook {
+        objects.extend(webhook_configurations(options, &WebhookClient::Service));
+    }
+    objects
+}
+
+/// cert-manager mode: the serving Certificate (and, without a named issuer, the self-signed
+/// Issuer that signs it; its `ca.crt` is then the certificate itself, which the CA injector
+/// writes into the webhook configurations and CRDs).
+fn cert_manager_objects(namespace: &str, issuer: Option<&(String, String)>) -> Vec<Value> {
+    let mut objects = Vec::new();
+    let issuer_ref = match issuer {
+        Some((kind, name)) => json!({"kind": kind, "name": name, "group": "cert-manager.io"}),
+        None => {
+            objects.push(json!({
+                "apiVersion": "cert-manager.io/v1",
+                "kind": "Issuer",
+                "metadata": metadata(CERTIFICATE_NAME, Some(namespace)),
+                "spec": {"selfSigned": {}},
+            }));
+            json!({"kind": "Issuer", "name": CERTIFICATE_NAME, "group": "cert-manager.io"})
+        }
+    };
+    let service = keys::APP_NAME;
+    objects.push(json!({
+        "apiVersion": "cert-manager.io/v1",
+        "kind": "Certificate",
+        "metadata": metadata(CERTIFICATE_NAME, Some(namespace)),
+        "spec": {
+            "secretName": TLS_SECRET,
+            "issuerRef": issuer_ref,
+            "dnsNames": [
+                format!("{service}.{namespace}.svc"),
+                format!("{service}.{namespace}.svc.cluster.local"),
+            ],
+            "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"},
+        },
+    }));
     objects
 }
 
@@ -136,11 +356,17 @@ pub enum WebhookClient {
 }
 
 impl WebhookClient {
-    fn config(&self, namespace: &str, path: &str) -> Value {
+    fn config(&self, options: &InstallOptions, path: &str) -> Value {
         match self {
-            WebhookClient::Service => json!({"service": {
-                "namespace": namespace, "name": keys::APP_NAME, "path": path, "port": keys::SERVICE_PORT,
-            }}),
+            WebhookClient::Service => {
+                let mut config = json!({"service": {
+                    "namespace": options.namespace, "name": keys::APP_NAME, "path": path, "port": keys::SERVICE_PORT,
+                }});
+                if let Some(pem) = options.static_ca_bundle() {
+                    config["caBundle"] = json!(ByteString(pem.as_bytes().to_vec()));
+                }
+                config
+            }
             WebhookClient::Url { base, ca_bundle } => {
                 let mut config = json!({"url": format!("{}{path}", base.trim_end_matches('/'))});
                 if let Some(pem) = ca_bundle {
@@ -154,21 +380,21 @@ impl WebhookClient {
 }
 
 /// raygate's MutatingWebhookConfiguration and ValidatingWebhookConfiguration for an
-/// installation in `namespace`, reached through `client`. [`render`] includes them with
+/// installation with `options`, reached through `client`. [`render`] includes them with
 /// [`WebhookClient::Service`]; everything but `clientConfig` is the same for every client, so
 /// an environment that installs them with a URL has exactly the installation's scope.
-pub fn webhook_configurations(namespace: &str, client: &WebhookClient) -> [Value; 2] {
+pub fn webhook_configurations(options: &InstallOptions, client: &WebhookClient) -> [Value; 2] {
     [
-        mutating_webhooks(namespace, client),
-        validating_webhooks(namespace, client),
+        mutating_webhooks(options, client),
+        validating_webhooks(options, client),
     ]
 }
 
 /// [`webhook_configurations`] as one multi-document YAML stream.
-pub fn webhook_configurations_yaml(namespace: &str, client: &WebhookClient) -> String {
+pub fn webhook_configurations_yaml(options: &InstallOptions, client: &WebhookClient) -> String {
     to_yaml_stream(
         "# raygate's webhook configurations, rendered by `raygate manifests --webhook-configurations`.\n",
-        webhook_configurations(namespace, client),
+        webhook_configurations(options, client),
     )
 }
 
@@ -194,12 +420,28 @@ fn to_yaml_stream(header: &str, objects: impl IntoIterator<Item = Value>) -> Str
     out
 }
 
-/// The `ray.io` CRDs with their conversion webhook pointing at raygate's Service in
-/// `namespace`, then raygate's own `raygate.io` CRDs (QueuePolicy).
-fn crds(namespace: &str) -> Vec<Value> {
+/// The `ray.io` CRDs with their conversion webhook pointing at raygate's Service (without
+/// the webhook nothing could convert, so they then store and serve objects unconverted), then
+/// raygate's own `raygate.io` CRDs (QueuePolicy).
+fn crds(options: &InstallOptions) -> Vec<Value> {
     let ray = crd::ray_crds().into_iter().map(|mut crd| {
-        crd.spec.conversion = Some(crd::webhook_conversion(namespace));
-        serde_json::to_value(&crd).unwrap_or(Value::Null)
+        if options.webhook {
+            let mut conversion = crd::webhook_conversion(&options.namespace);
+            if let (Some(pem), Some(webhook)) =
+                (options.static_ca_bundle(), conversion.webhook.as_mut())
+                && let Some(client) = webhook.client_config.as_mut()
+            {
+                client.ca_bundle = Some(ByteString(pem.as_bytes().to_vec()));
+            }
+            crd.spec.conversion = Some(conversion);
+        } else {
+            crd.spec.conversion = None;
+        }
+        let mut value = serde_json::to_value(&crd).unwrap_or(Value::Null);
+        if let Some(annotations) = options.ca_injection_annotation() {
+            value["metadata"]["annotations"] = annotations;
+        }
+        value
     });
     let raygate = crd::crd_files()
         .into_iter()
@@ -227,30 +469,66 @@ const MANAGE: &[&str] = &[
 ];
 const WRITE_STATUS: &[&str] = &["get", "update", "patch"];
 
-fn cluster_role() -> Value {
-    json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRole",
-        "metadata": metadata(keys::APP_NAME, None),
-        "rules": [
-            // The Ray objects: reconciled, defaulted, status written, finalizer managed.
-            rule(&["ray.io"], &["rayjobs", "rayclusters"], &["get", "list", "watch", "create", "update", "patch", "delete"]),
-            rule(&["ray.io"], &["rayjobs/status", "rayclusters/status"], WRITE_STATUS),
-            rule(&["ray.io"], &["rayjobs/finalizers", "rayclusters/finalizers"], &["update"]),
+/// Only what the enabled parts use: the webhook reads the objects its checks look up; the
+/// reconciler manages what it creates; self-managed certificates need the CA-bundle patches.
+fn cluster_role(options: &InstallOptions) -> Value {
+    let mut rules = Vec::new();
+    if options.reconciler {
+        // The Ray objects: reconciled, defaulted, status written, finalizer managed.
+        rules.extend([
+            rule(&["ray.io"], &["rayjobs", "rayclusters"], MANAGE),
+            rule(
+                &["ray.io"],
+                &["rayjobs/status", "rayclusters/status"],
+                WRITE_STATUS,
+            ),
+            rule(
+                &["ray.io"],
+                &["rayjobs/finalizers", "rayclusters/finalizers"],
+                &["update"],
+            ),
             // What the reconciler creates for them.
             rule(&[""], &["pods", "services"], MANAGE),
             rule(&["batch"], &["jobs"], MANAGE),
             rule(&["scheduling.volcano.sh"], &["podgroups"], MANAGE),
-            rule(&["scheduling.volcano.sh"], &["queues"], READ),
-            // Admission policy.
-            rule(&["raygate.io"], &["queuepolicies"], READ),
-            rule(&["raygate.io"], &["queuepolicies/status"], WRITE_STATUS),
-            rule(&[""], &["namespaces"], READ),
-            rule(&["", "events.k8s.io"], &["events"], &["create", "patch"]),
-            // CA bundle injection into raygate's own webhook configurations and the ray.io CRDs.
+        ]);
+    } else {
+        // The webhook's lookups: RayJobs and RayClusters (name clashes, submitter Jobs' owners)
+        // and Jobs (the submitter Pods it onboards).
+        rules.extend([
+            rule(&["ray.io"], &["rayjobs", "rayclusters"], READ),
+            rule(&["batch"], &["jobs"], READ),
+        ]);
+    }
+    // Admission policy (both parts).
+    rules.extend([
+        rule(&["scheduling.volcano.sh"], &["queues"], READ),
+        rule(&["raygate.io"], &["queuepolicies"], READ),
+    ]);
+    if options.reconciler {
+        rules.push(rule(
+            &["raygate.io"],
+            &["queuepolicies/status"],
+            WRITE_STATUS,
+        ));
+    }
+    rules.push(rule(&[""], &["namespaces"], READ));
+    if options.reconciler {
+        rules.push(rule(
+            &["", "events.k8s.io"],
+            &["events"],
+            &["create", "patch"],
+        ));
+    }
+    if options.self_managed() {
+        // CA bundle injection into raygate's own webhook configurations and the ray.io CRDs.
+        rules.extend([
             named_rule(
                 &["admissionregistration.k8s.io"],
-                &["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+                &[
+                    "mutatingwebhookconfigurations",
+                    "validatingwebhookconfigurations",
+                ],
                 &[WEBHOOK_CONFIGURATION_NAME],
                 &["get", "patch"],
             ),
@@ -260,21 +538,42 @@ fn cluster_role() -> Value {
                 &["rayjobs.ray.io", "rayclusters.ray.io"],
                 &["get", "patch"],
             ),
-        ],
+        ]);
+    }
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": metadata(keys::APP_NAME, None),
+        "rules": rules,
     })
 }
 
-fn namespaced_role(namespace: &str) -> Value {
-    json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": metadata(NAMESPACED_ROLE, Some(namespace)),
-        "rules": [
-            // The self-managed certificate Secret (create cannot be limited by name).
-            rule(&[""], &["secrets"], &["get", "list", "watch", "create", "update", "patch"]),
-            // Leader election of the reconciler.
-            rule(&["coordination.k8s.io"], &["leases"], &["get", "list", "watch", "create", "update", "patch"]),
-        ],
+/// The Role in raygate's namespace, if any part needs one.
+fn namespaced_role(options: &InstallOptions) -> Option<Value> {
+    let mut rules = Vec::new();
+    if options.self_managed() {
+        // The self-managed certificate Secret (create cannot be limited by name).
+        rules.push(rule(
+            &[""],
+            &["secrets"],
+            &["get", "list", "watch", "create", "update", "patch"],
+        ));
+    }
+    if options.reconciler {
+        // Leader election of the reconciler.
+        rules.push(rule(
+            &["coordination.k8s.io"],
+            &["leases"],
+            &["get", "list", "watch", "create", "update", "patch"],
+        ));
+    }
+    (!rules.is_empty()).then(|| {
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": metadata(NAMESPACED_ROLE, Some(&options.namespace)),
+            "rules": rules,
+        })
     })
 }
 
@@ -295,20 +594,43 @@ fn service(namespace: &str) -> Value {
 }
 
 fn deployment(options: &InstallOptions) -> Value {
+    // The webhook's plain-HTTP server answers the probes when it runs (its `/readyz` turns 503
+    // while draining); a reconciler-only replica is probed on the reconciler's own listener.
+    let probe_port = if options.webhook {
+        "health"
+    } else {
+        "reconciler"
+    };
     let probe = |path: &str, period: i32| {
         json!({
-            "httpGet": {"path": path, "port": "health"},
+            "httpGet": {"path": path, "port": probe_port},
             "periodSeconds": period,
             "timeoutSeconds": 2,
             "failureThreshold": 3,
         })
     };
+    let mut ports = Vec::new();
+    if options.webhook {
+        ports.extend([
+            json!({"name": "webhook", "containerPort": keys::WEBHOOK_PORT, "protocol": "TCP"}),
+            json!({"name": "health", "containerPort": keys::HEALTH_PORT, "protocol": "TCP"}),
+        ]);
+    }
+    if options.reconciler {
+        ports.push(json!({"name": "reconciler", "containerPort": keys::RECONCILER_METRICS_PORT, "protocol": "TCP"}));
+    }
+    let mut mounts = vec![json!({"name": "tmp", "mountPath": "/tmp"})];
+    let mut volumes = vec![json!({"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}})];
+    if let Some(secret) = options.tls_secret() {
+        mounts.push(json!({"name": "tls", "mountPath": TLS_MOUNT_PATH, "readOnly": true}));
+        volumes.push(json!({"name": "tls", "secret": {"secretName": secret}}));
+    }
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": metadata(keys::APP_NAME, Some(&options.namespace)),
         "spec": {
-            "replicas": 2,
+            "replicas": options.replicas,
             "selector": {"matchLabels": selector_labels()},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
             "template": {
@@ -319,8 +641,8 @@ fn deployment(options: &InstallOptions) -> Value {
                     "priorityClassName": "system-cluster-critical",
                     "securityContext": {
                         "runAsNonRoot": true,
-                        "runAsUser": 65532,
-                        "runAsGroup": 65532,
+                        "runAsUser": RUN_AS,
+                        "runAsGroup": RUN_AS,
                         "seccompProfile": {"type": "RuntimeDefault"},
                     },
                     "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
@@ -333,17 +655,15 @@ fn deployment(options: &InstallOptions) -> Value {
                     "containers": [{
                         "name": keys::APP_NAME,
                         "image": options.image,
-                        "args": ["run"],
+                        "imagePullPolicy": options.image_pull_policy,
+                        "args": options.args(),
                         "env": container_env(),
-                        "ports": [
-                            {"name": "webhook", "containerPort": keys::WEBHOOK_PORT, "protocol": "TCP"},
-                            {"name": "health", "containerPort": keys::HEALTH_PORT, "protocol": "TCP"},
-                        ],
+                        "ports": ports,
                         "livenessProbe": probe("/healthz", 10),
                         "readinessProbe": probe("/readyz", 5),
                         "resources": {
-                            "requests": {"cpu": "100m", "memory": "64Mi"},
-                            "limits": {"cpu": "1", "memory": "256Mi"},
+                            "requests": options.resources.requests,
+                            "limits": options.resources.limits,
                         },
                         "securityContext": {
                             "allowPrivilegeEscalation": false,
@@ -352,14 +672,17 @@ fn deployment(options: &InstallOptions) -> Value {
                             "capabilities": {"drop": ["ALL"]},
                             "seccompProfile": {"type": "RuntimeDefault"},
                         },
-                        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+                        "volumeMounts": mounts,
                     }],
-                    "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}}],
+                    "volumes": volumes,
                 },
             },
         },
     })
 }
+
+/// UID and GID raygate's container runs as (the image's own non-root user).
+pub const RUN_AS: i64 = 65532;
 
 /// The container's environment: its Pod's name and namespace, and [`keys::CONTAINER_ENV`].
 fn container_env() -> Value {
@@ -377,26 +700,42 @@ fn container_env() -> Value {
 }
 
 /// Namespaces raygate acts in: opted in, and never `kube-system` or its own.
-fn opted_in_namespaces(own_namespace: &str) -> Value {
+fn opted_in_namespaces(options: &InstallOptions) -> Value {
+    let (key, value) = &options.opt_in_label;
     json!({"matchExpressions": [
-        {"key": keys::NAMESPACE_OPT_IN_LABEL, "operator": "In", "values": [keys::NAMESPACE_OPT_IN_VALUE]},
-        {"key": keys::NAMESPACE_NAME_LABEL, "operator": "NotIn", "values": ["kube-system", own_namespace]},
+        {"key": key, "operator": "In", "values": [value]},
+        {"key": keys::NAMESPACE_NAME_LABEL, "operator": "NotIn", "values": ["kube-system", options.namespace]},
     ]})
 }
 
 /// Fields every raygate webhook shares.
-fn webhook(name: &str, namespace: &str, client: &WebhookClient, path: &str, rules: Value) -> Value {
+fn webhook(
+    name: &str,
+    options: &InstallOptions,
+    client: &WebhookClient,
+    path: &str,
+    rules: Value,
+) -> Value {
     json!({
         "name": name,
         "admissionReviewVersions": ["v1"],
-        "clientConfig": client.config(namespace, path),
+        "clientConfig": client.config(options, path),
         "rules": rules,
-        "namespaceSelector": opted_in_namespaces(namespace),
-        "failurePolicy": "Fail",
+        "namespaceSelector": opted_in_namespaces(options),
+        "failurePolicy": options.failure_policy.as_str(),
         "matchPolicy": "Equivalent",
         "sideEffects": "None",
         "timeoutSeconds": WEBHOOK_TIMEOUT_SECONDS,
     })
+}
+
+/// The webhook configurations' metadata: cert-manager's CA injector is told where to look.
+fn webhook_configuration_metadata(options: &InstallOptions) -> Value {
+    let mut metadata = metadata(WEBHOOK_CONFIGURATION_NAME, None);
+    if let Some(annotations) = options.ca_injection_annotation() {
+        metadata["annotations"] = annotations;
+    }
+    metadata
 }
 
 fn ray_rules(operations: &[&str]) -> Value {
@@ -409,10 +748,10 @@ fn ray_rules(operations: &[&str]) -> Value {
     }])
 }
 
-fn mutating_webhooks(namespace: &str, client: &WebhookClient) -> Value {
+fn mutating_webhooks(options: &InstallOptions, client: &WebhookClient) -> Value {
     let mut pods = webhook(
         "pods.raygate.io",
-        namespace,
+        options,
         client,
         keys::MUTATE_PODS_PATH,
         json!([{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "Namespaced"}]),
@@ -447,7 +786,7 @@ fn mutating_webhooks(namespace: &str, client: &WebhookClient) -> Value {
     pods["reinvocationPolicy"] = json!("IfNeeded");
     let mut ray = webhook(
         "rayobjects.mutate.raygate.io",
-        namespace,
+        options,
         client,
         keys::MUTATE_RAY_PATH,
         ray_rules(&["CREATE"]),
@@ -457,15 +796,15 @@ fn mutating_webhooks(namespace: &str, client: &WebhookClient) -> Value {
     json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
-        "metadata": metadata(WEBHOOK_CONFIGURATION_NAME, None),
+        "metadata": webhook_configuration_metadata(options),
         "webhooks": [pods, ray],
     })
 }
 
-fn validating_webhooks(namespace: &str, client: &WebhookClient) -> Value {
+fn validating_webhooks(options: &InstallOptions, client: &WebhookClient) -> Value {
     let opted_in = webhook(
         "rayobjects.validate.raygate.io",
-        namespace,
+        options,
         client,
         keys::VALIDATE_RAY_PATH,
         ray_rules(&["CREATE", "UPDATE"]),
@@ -474,21 +813,22 @@ fn validating_webhooks(namespace: &str, client: &WebhookClient) -> Value {
     // must not block Ray objects of namespaces that did not opt in.
     let mut elsewhere = webhook(
         "rayobjects-elsewhere.validate.raygate.io",
-        namespace,
+        options,
         client,
         keys::VALIDATE_RAY_PATH,
         ray_rules(&["CREATE", "UPDATE"]),
     );
+    let (key, value) = &options.opt_in_label;
     elsewhere["namespaceSelector"] = json!({"matchExpressions": [
-        {"key": keys::NAMESPACE_OPT_IN_LABEL, "operator": "NotIn", "values": [keys::NAMESPACE_OPT_IN_VALUE]},
-        {"key": keys::NAMESPACE_NAME_LABEL, "operator": "NotIn", "values": ["kube-system", namespace]},
+        {"key": key, "operator": "NotIn", "values": [value]},
+        {"key": keys::NAMESPACE_NAME_LABEL, "operator": "NotIn", "values": ["kube-system", options.namespace]},
     ]});
     elsewhere["failurePolicy"] = json!("Ignore");
     // QueuePolicies are cluster-scoped admin objects of raygate's own API (no namespace to
     // select): a policy raygate has not checked is never stored.
     let mut policies = webhook(
         "queuepolicies.validate.raygate.io",
-        namespace,
+        options,
         client,
         keys::VALIDATE_QUEUE_POLICY_PATH,
         json!([{
@@ -502,10 +842,13 @@ fn validating_webhooks(namespace: &str, client: &WebhookClient) -> Value {
     if let Some(policy_webhook) = policies.as_object_mut() {
         policy_webhook.remove("namespaceSelector");
     }
+    // Whatever `failure_policy` says: a QueuePolicy is rare admin input, and one that raygate
+    // could not check must not be stored.
+    policies["failurePolicy"] = json!(FailurePolicy::Fail.as_str());
     json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
-        "metadata": metadata(WEBHOOK_CONFIGURATION_NAME, None),
+        "metadata": webhook_configuration_metadata(options),
         "webhooks": [opted_in, elsewhere, policies],
     })
 }

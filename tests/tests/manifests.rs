@@ -17,6 +17,7 @@ async fn the_whole_rendering_passes_a_server_side_dry_run_apply() {
     let options = InstallOptions {
         namespace: ns.name().to_owned(),
         image: "registry.local/raygate:e2e".to_owned(),
+        ..InstallOptions::default()
     };
     let params = PatchParams::apply("raygate-e2e-install").dry_run().force();
     let mut applied = Vec::new();

@@ -6,6 +6,7 @@ fn custom() -> InstallOptions {
     InstallOptions {
         namespace: "ops".to_owned(),
         image: "registry.local/raygate:dev".to_owned(),
+        ..InstallOptions::default()
     }
 }
 
@@ -349,7 +350,7 @@ fn the_yaml_rendering_parses_back_to_the_objects() {
 fn webhook_configurations_by_url_differ_from_the_installation_only_in_client_config() {
     let installed = render(&custom());
     let by_url = webhook_configurations(
-        "ops",
+        &custom(),
         &WebhookClient::Url {
             base: "https://127.0.0.1:9443/".to_owned(),
             ca_bundle: Some("-----BEGIN CERTIFICATE-----\nAA==\n".to_owned()),
@@ -390,7 +391,7 @@ fn webhook_configurations_by_url_differ_from_the_installation_only_in_client_con
         ]
     );
     let without_bundle = webhook_configurations(
-        "ops",
+        &custom(),
         &WebhookClient::Url {
             base: "https://127.0.0.1:9443".to_owned(),
             ca_bundle: None,
@@ -408,8 +409,249 @@ fn the_webhook_configurations_yaml_parses_back_to_the_objects() {
         base: "https://127.0.0.1:9443".to_owned(),
         ca_bundle: None,
     };
-    let yaml = webhook_configurations_yaml("ops", &client);
+    let yaml = webhook_configurations_yaml(&custom(), &client);
     let documents = crate::input::parse_documents("webhooks.yaml", &yaml).unwrap();
     let values: Vec<Value> = documents.into_iter().map(|d| d.value).collect();
-    assert_eq!(values, webhook_configurations("ops", &client));
+    assert_eq!(values, webhook_configurations(&custom(), &client));
+}
+
+fn kinds_and_names(objects: &[Value]) -> Vec<String> {
+    objects
+        .iter()
+        .map(|o| {
+            format!(
+                "{}/{}",
+                o["kind"].as_str().unwrap(),
+                o["metadata"]["name"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn each_part_is_granted_only_what_it_uses() {
+    let webhook_only = render(&InstallOptions {
+        reconciler: false,
+        ..custom()
+    });
+    let granted = grants(find(&webhook_only, "ClusterRole", "raygate"));
+    let writes: Vec<_> = granted
+        .iter()
+        .filter(|(_, _, verbs, _)| {
+            verbs
+                .iter()
+                .any(|v| !["get", "list", "watch"].contains(&v.as_str()))
+        })
+        .map(|(group, resource, _, _)| format!("{group}/{resource}"))
+        .collect();
+    // Only the CA-bundle patches of its own webhook configurations and CRDs.
+    assert_eq!(
+        writes,
+        [
+            "admissionregistration.k8s.io/mutatingwebhookconfigurations",
+            "admissionregistration.k8s.io/validatingwebhookconfigurations",
+            "apiextensions.k8s.io/customresourcedefinitions",
+        ]
+    );
+    let role = find(&webhook_only, "Role", "raygate");
+    assert_eq!(
+        role["rules"].as_array().unwrap().len(),
+        1,
+        "secrets only, no leases"
+    );
+    assert_eq!(role["rules"][0]["resources"], json!(["secrets"]));
+
+    let reconciler_only = render(&InstallOptions {
+        webhook: false,
+        ..custom()
+    });
+    let names = kinds_and_names(&reconciler_only);
+    for absent in [
+        "Service/raygate",
+        "MutatingWebhookConfiguration/raygate",
+        "ValidatingWebhookConfiguration/raygate",
+    ] {
+        assert!(!names.contains(&absent.to_owned()), "{absent} in {names:?}");
+    }
+    let granted = grants(find(&reconciler_only, "ClusterRole", "raygate"));
+    assert!(
+        granted
+            .iter()
+            .all(|(group, _, _, _)| group != "admissionregistration.k8s.io"
+                && group != "apiextensions.k8s.io"),
+        "{granted:?}"
+    );
+    let role = find(&reconciler_only, "Role", "raygate");
+    assert_eq!(role["rules"].as_array().unwrap().len(), 1, "leases only");
+    assert_eq!(role["rules"][0]["resources"], json!(["leases"]));
+    // Nothing can convert without the webhook.
+    let crd = find(
+        &reconciler_only,
+        "CustomResourceDefinition",
+        "rayjobs.ray.io",
+    );
+    assert!(
+        crd["spec"].get("conversion").is_none(),
+        "{}",
+        crd["spec"]["conversion"]
+    );
+    // Probed on the reconciler's own listener, which is the only one.
+    let container = &find(&reconciler_only, "Deployment", "raygate")["spec"]["template"]["spec"]["containers"]
+        [0];
+    assert_eq!(container["readinessProbe"]["httpGet"]["port"], "reconciler");
+    assert_eq!(
+        container["ports"],
+        json!([{"name": "reconciler", "containerPort": 9091, "protocol": "TCP"}])
+    );
+    assert!(
+        !container["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a.as_str().unwrap().starts_with("--cert-mode"))
+    );
+}
+
+#[test]
+fn cert_manager_issues_the_certificate_and_injects_every_bundle() {
+    let objects = render(&InstallOptions {
+        certificates: Certificates::CertManager { issuer: None },
+        ..custom()
+    });
+    let certificate = find(&objects, "Certificate", "raygate-webhook");
+    assert_eq!(certificate["spec"]["secretName"], TLS_SECRET);
+    assert_eq!(certificate["spec"]["issuerRef"]["kind"], "Issuer");
+    assert_eq!(certificate["spec"]["dnsNames"][0], "raygate.ops.svc");
+    assert_eq!(
+        find(&objects, "Issuer", "raygate-webhook")["spec"],
+        json!({"selfSigned": {}})
+    );
+    for (kind, name) in [
+        ("MutatingWebhookConfiguration", "raygate"),
+        ("ValidatingWebhookConfiguration", "raygate"),
+        ("CustomResourceDefinition", "rayjobs.ray.io"),
+        ("CustomResourceDefinition", "rayclusters.ray.io"),
+    ] {
+        assert_eq!(
+            find(&objects, kind, name)["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+            "ops/raygate-webhook",
+            "{kind} {name}"
+        );
+    }
+    // raygate serves the mounted Secret and needs no Secret or CA-bundle permissions.
+    let deployment = find(&objects, "Deployment", "raygate");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(args.contains(&"--cert-mode=files"), "{args:?}");
+    assert!(
+        args.contains(&"--tls-cert-file=/etc/raygate/tls/tls.crt"),
+        "{args:?}"
+    );
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["volumes"][1]["secret"]["secretName"],
+        TLS_SECRET
+    );
+    let role = find(&objects, "Role", "raygate");
+    assert_eq!(role["rules"].as_array().unwrap().len(), 1);
+    assert_eq!(role["rules"][0]["resources"], json!(["leases"]));
+
+    let named = render(&InstallOptions {
+        certificates: Certificates::CertManager {
+            issuer: Some(("ClusterIssuer".to_owned(), "corp-ca".to_owned())),
+        },
+        ..custom()
+    });
+    assert!(!kinds_and_names(&named).contains(&"Issuer/raygate-webhook".to_owned()));
+    assert_eq!(
+        find(&named, "Certificate", "raygate-webhook")["spec"]["issuerRef"],
+        json!({"kind": "ClusterIssuer", "name": "corp-ca", "group": "cert-manager.io"})
+    );
+}
+
+#[test]
+fn files_mode_writes_the_given_ca_into_every_webhook_and_conversion() {
+    let objects = render(&InstallOptions {
+        certificates: Certificates::Files {
+            secret: "my-tls".to_owned(),
+            ca_bundle: Some("-----BEGIN CERTIFICATE-----\nAA==\n".to_owned()),
+        },
+        ..custom()
+    });
+    let bundle = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCkFBPT0K";
+    for kind in [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
+        for webhook in find(&objects, kind, "raygate")["webhooks"]
+            .as_array()
+            .unwrap()
+        {
+            assert_eq!(webhook["clientConfig"]["caBundle"], bundle, "{kind}");
+        }
+    }
+    let crd = find(&objects, "CustomResourceDefinition", "rayclusters.ray.io");
+    assert_eq!(
+        crd["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"],
+        bundle
+    );
+    let deployment = find(&objects, "Deployment", "raygate");
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["volumes"][1]["secret"]["secretName"],
+        "my-tls"
+    );
+}
+
+#[test]
+fn settings_reach_the_selectors_the_policies_and_the_container() {
+    let objects = render(&InstallOptions {
+        replicas: 1,
+        opt_in_label: ("team.example.com/gang".to_owned(), "on".to_owned()),
+        failure_policy: FailurePolicy::Ignore,
+        default_reconciler: "kuberay".to_owned(),
+        feature_gates: "RayJobDeletionPolicy=true".to_owned(),
+        log_format: "json".to_owned(),
+        ..custom()
+    });
+    assert!(
+        !kinds_and_names(&objects).contains(&"PodDisruptionBudget/raygate".to_owned()),
+        "one replica cannot keep one available through a drain"
+    );
+    let mutating = find(&objects, "MutatingWebhookConfiguration", "raygate");
+    for webhook in mutating["webhooks"].as_array().unwrap() {
+        assert_eq!(webhook["failurePolicy"], "Ignore");
+        assert_eq!(
+            webhook["namespaceSelector"]["matchExpressions"][0],
+            json!({"key": "team.example.com/gang", "operator": "In", "values": ["on"]})
+        );
+    }
+    let validating = find(&objects, "ValidatingWebhookConfiguration", "raygate");
+    assert_eq!(
+        validating["webhooks"][2]["name"],
+        "queuepolicies.validate.raygate.io"
+    );
+    assert_eq!(
+        validating["webhooks"][2]["failurePolicy"], "Fail",
+        "policies are always checked"
+    );
+    let container =
+        &find(&objects, "Deployment", "raygate")["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    for expected in [
+        "--reconciler=kuberay",
+        "--namespace-label=team.example.com/gang=on",
+        "--feature-gates=RayJobDeletionPolicy=true",
+        "--log-format=json",
+    ] {
+        assert!(args.contains(&expected), "{expected} not in {args:?}");
+    }
 }
