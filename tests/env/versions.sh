@@ -26,6 +26,9 @@ RAY_VERSION=2.60.0
 # a reduced plugin set (wrapper tests/env/go/coredns: go.mod, go.sum, main.go).
 # v1.15.0's go directive is 1.26.0; its k8s.io modules are v0.37.1.
 COREDNS_VERSION=v1.15.0
+# helm.sh/helm/v3 (the helm CLI the chart tests run: lint, template, install,
+# upgrade, rollback, uninstall). Wrapper: tests/env/go/helm.
+HELM_VERSION=v3.22.0
 # Container images for the real nodes, built by tests/env/images: the Debian
 # release of the Ray image's rootfs, and the sandbox image's own version
 # (bump it when tests/env/go/pause changes in a way worth a new tag).
@@ -53,6 +56,7 @@ RAY_VENV=$RAYGATE_BIN_DIR/ray-$RAY_VERSION
 
 # CoreDNS, the cluster DNS of the real nodes (wrapper tests/env/go/coredns).
 BIN_COREDNS=$RAYGATE_BIN_DIR/coredns-$COREDNS_VERSION/coredns
+BIN_HELM=$RAYGATE_BIN_DIR/helm-$HELM_VERSION/helm
 # Images the real nodes run, built locally by tests/env/images (no registry is
 # reachable): tars for `ctr -n k8s.io images import`, and the refs they carry.
 RAYGATE_IMAGE_DIR=$RAYGATE_CACHE/images
