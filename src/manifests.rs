@@ -120,6 +120,33 @@ pub struct InstallArgs {
     /// Log format of raygate's container (`text` or `json`).
     #[arg(long, value_enum, default_value_t = crate::logging::LogFormat::Text)]
     log_format: crate::logging::LogFormat,
+    /// `nodeSelector` of raygate's Pods, `KEY=VALUE,...`.
+    #[arg(long, default_value = "", value_name = "KEY=VALUE,...")]
+    node_selector: String,
+    /// A toleration of raygate's Pods, `KEY[=VALUE]:EFFECT` (e.g. `dedicated=infra:NoSchedule`);
+    /// repeat the flag for more.
+    #[arg(long = "toleration", value_name = "KEY[=VALUE]:EFFECT")]
+    tolerations: Vec<String>,
+}
+
+/// `KEY[=VALUE]:EFFECT` as a toleration: `Equal` with a value, `Exists` without.
+fn toleration(input: &str) -> Result<serde_json::Value> {
+    const EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
+    let parsed = input
+        .rsplit_once(':')
+        .and_then(|(key_value, effect)| EFFECTS.contains(&effect).then_some((key_value, effect)));
+    let Some((key_value, effect)) = parsed else {
+        bail!(
+            "--toleration {input:?}: expected KEY[=VALUE]:EFFECT with EFFECT one of {}, e.g. dedicated=infra:NoSchedule",
+            EFFECTS.join(", ")
+        );
+    };
+    Ok(match key_value.split_once('=') {
+        Some((key, value)) => {
+            serde_json::json!({"key": key, "operator": "Equal", "value": value, "effect": effect})
+        }
+        None => serde_json::json!({"key": key_value, "operator": "Exists", "effect": effect}),
+    })
 }
 
 /// `NAME=VALUE,...` as a map; `flag` names the flag in errors.
@@ -211,6 +238,12 @@ impl InstallArgs {
                 crate::logging::LogFormat::Json => "json",
             }
             .to_owned(),
+            node_selector: pairs("node-selector", &self.node_selector)?,
+            tolerations: self
+                .tolerations
+                .iter()
+                .map(|t| toleration(t))
+                .collect::<Result<_>>()?,
         };
         Ok((options, ca_bundle))
     }

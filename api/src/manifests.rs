@@ -60,6 +60,10 @@ pub struct InstallOptions {
     pub resources: Resources,
     /// `--log-format`: `text` or `json`.
     pub log_format: String,
+    /// The Pods' `nodeSelector`.
+    pub node_selector: std::collections::BTreeMap<String, String>,
+    /// The Pods' `tolerations`, as API objects.
+    pub tolerations: Vec<Value>,
 }
 
 /// `failurePolicy` of a webhook.
@@ -156,6 +160,8 @@ impl Default for InstallOptions {
             feature_gates: String::new(),
             resources: Resources::default(),
             log_format: "text".to_owned(),
+            node_selector: std::collections::BTreeMap::new(),
+            tolerations: Vec::new(),
         }
     }
 }
@@ -625,7 +631,7 @@ fn deployment(options: &InstallOptions) -> Value {
         mounts.push(json!({"name": "tls", "mountPath": TLS_MOUNT_PATH, "readOnly": true}));
         volumes.push(json!({"name": "tls", "secret": {"secretName": secret}}));
     }
-    json!({
+    let mut deployment = json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": metadata(keys::APP_NAME, Some(&options.namespace)),
@@ -678,7 +684,15 @@ fn deployment(options: &InstallOptions) -> Value {
                 },
             },
         },
-    })
+    });
+    let pod = &mut deployment["spec"]["template"]["spec"];
+    if !options.node_selector.is_empty() {
+        pod["nodeSelector"] = json!(options.node_selector);
+    }
+    if !options.tolerations.is_empty() {
+        pod["tolerations"] = json!(options.tolerations);
+    }
+    deployment
 }
 
 /// UID and GID raygate's container runs as (the image's own non-root user).

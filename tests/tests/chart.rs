@@ -198,6 +198,11 @@ fn settings() -> Vec<(&'static str, &'static str, Value, Vec<String>)> {
                 "featureGates": "RayJobDeletionPolicy=true,RayMultiHostIndexing=true",
                 "resources": {"requests": {"cpu": "250m", "memory": "128Mi"}, "limits": {"cpu": "2", "memory": "512Mi"}},
                 "logFormat": "json",
+                "nodeSelector": {"kubernetes.io/os": "linux", "pool": "infra"},
+                "tolerations": [
+                    {"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"},
+                    {"key": "raygate.io/real-node", "operator": "Exists", "effect": "NoSchedule"},
+                ],
             }),
             strings(&[
                 "--namespace=ops",
@@ -211,6 +216,9 @@ fn settings() -> Vec<(&'static str, &'static str, Value, Vec<String>)> {
                 "--requests=cpu=250m,memory=128Mi",
                 "--limits=cpu=2,memory=512Mi",
                 "--log-format=json",
+                "--node-selector=kubernetes.io/os=linux,pool=infra",
+                "--toleration=dedicated=infra:NoSchedule",
+                "--toleration=raygate.io/real-node:NoSchedule",
             ]),
         ),
         (
