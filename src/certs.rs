@@ -59,7 +59,7 @@ pub struct CertArgs {
         long,
         value_name = "NAME",
         env = "RAYGATE_CERT_SECRET",
-        default_value = "raygate-webhook-cert"
+        default_value = raygate_api::manifests::SELF_MANAGED_SECRET
     )]
     cert_secret: String,
     /// Self-managed mode: more SANs (DNS names or IP addresses, comma-separated), e.g.

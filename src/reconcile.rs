@@ -76,7 +76,7 @@ pub struct Args {
     #[arg(
         long,
         env = "RAYGATE_LEASE_NAME",
-        default_value = "raygate-reconciler",
+        default_value = raygate_api::manifests::LEASE_NAME,
         value_name = "NAME"
     )]
     lease_name: String,

@@ -136,6 +136,8 @@ impl Default for Resources {
 pub const DEFAULT_IMAGE: &str = concat!("ghcr.io/raygate/raygate:", env!("CARGO_PKG_VERSION"));
 /// Secret of the self-managed CA and certificate (`raygate run --cert-secret`'s default).
 pub const SELF_MANAGED_SECRET: &str = "raygate-webhook-cert";
+/// The reconciler's leader Lease (`raygate run --lease-name`'s default), in raygate's namespace.
+pub const LEASE_NAME: &str = "raygate-reconciler";
 /// Secret of the serving certificate in cert-manager mode.
 pub const TLS_SECRET: &str = "raygate-webhook-tls";
 /// Where the certificate Secret is mounted in cert-manager and files modes.
@@ -284,6 +286,7 @@ pub fn render(options: &InstallOptions) -> Vec<Value> {
             "subjects": [{"kind": "ServiceAccount", "name": keys::APP_NAME, "namespace": ns}],
         }));
     }
+    objects.extend(runtime_state(options));
     if let Certificates::CertManager { issuer } = &options.certificates
         && options.webhook
     {
@@ -304,6 +307,31 @@ pub fn render(options: &InstallOptions) -> Vec<Value> {
     }
     if options.webhook {
         objects.extend(webhook_configurations(options, &WebhookClient::Service));
+    }
+    objects
+}
+
+/// The objects raygate fills in at run time, created empty by the installation so that they
+/// belong to it: uninstalling (`helm uninstall`, `kubectl delete -f`) removes raygate's CA and
+/// its leader Lease with everything else, and a reinstall starts afresh. raygate only writes
+/// their contents (the Secret's data and annotations, the Lease's spec), which an upgrade of
+/// the installation leaves alone.
+fn runtime_state(options: &InstallOptions) -> Vec<Value> {
+    let mut objects = Vec::new();
+    if options.self_managed() {
+        objects.push(json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": metadata(SELF_MANAGED_SECRET, Some(&options.namespace)),
+            "type": "Opaque",
+        }));
+    }
+    if options.reconciler {
+        objects.push(json!({
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": metadata(LEASE_NAME, Some(&options.namespace)),
+        }));
     }
     objects
 }

@@ -45,6 +45,8 @@ fn everything_lands_in_the_chosen_namespace_with_the_chosen_image() {
             "ClusterRoleBinding",
             "Role",
             "RoleBinding",
+            "Secret",
+            "Lease",
             "Service",
             "Deployment",
             "PodDisruptionBudget",
