@@ -455,6 +455,15 @@ fn each_part_is_granted_only_what_it_uses() {
             "apiextensions.k8s.io/customresourcedefinitions",
         ]
     );
+    let names = kinds_and_names(&webhook_only);
+    assert!(
+        names.contains(&"Secret/raygate-webhook-cert".to_owned()),
+        "{names:?}"
+    );
+    assert!(
+        !names.contains(&"Lease/raygate-reconciler".to_owned()),
+        "{names:?}"
+    );
     let role = find(&webhook_only, "Role", "raygate");
     assert_eq!(
         role["rules"].as_array().unwrap().len(),
@@ -468,8 +477,13 @@ fn each_part_is_granted_only_what_it_uses() {
         ..custom()
     });
     let names = kinds_and_names(&reconciler_only);
+    assert!(
+        names.contains(&"Lease/raygate-reconciler".to_owned()),
+        "{names:?}"
+    );
     for absent in [
         "Service/raygate",
+        "Secret/raygate-webhook-cert",
         "MutatingWebhookConfiguration/raygate",
         "ValidatingWebhookConfiguration/raygate",
     ] {
