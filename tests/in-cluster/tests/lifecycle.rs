@@ -1,0 +1,368 @@
+//! The installation's life after `helm install` (run after `in_cluster`, as it ends the
+//! installation): raygate's ServiceAccount is granted exactly the rendering's RBAC and raygate
+//! met no 403 doing its work; `helm upgrade` (a changed setting rolls both replicas) and
+//! `helm rollback` under continuous admission load fail no admission; `helm uninstall` leaves no
+//! webhook configuration that would refuse Pods, no Secret or Lease of raygate's, and keeps
+//! the CRDs (and so every RayJob) as README.md documents.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use kube::api::PostParams;
+use raygate_api::manifests::{InstallOptions, render};
+use raygate_e2e::{Env, TestNamespace};
+use raygate_in_cluster_e2e::{in_cluster_env, is_ready, namespace, raygate_logs, raygate_pods};
+use serde_json::json;
+
+const OPT_IN: [(&str, &str); 1] = [("raygate.io/scheduler", "volcano")];
+
+/// `helm ARGS...` against the environment's cluster; panics with its output on failure.
+async fn helm(env: &Env, args: &[&str]) -> String {
+    let home = std::env::temp_dir().join("raygate-e2e-in-cluster-helm");
+    let output = tokio::process::Command::new(env.var("RAYGATE_HELM"))
+        .args(args)
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .output()
+        .await
+        .expect("running helm");
+    assert!(
+        output.status.success(),
+        "helm {}: {}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Admission load: dry-run creates of a Ray Pod in an opted-in namespace, one after another,
+/// counting the refused ones (with `failurePolicy: Fail`, every moment without a serving
+/// replica behind the Service is a refusal).
+struct AdmissionLoad {
+    stop: Arc<AtomicBool>,
+    sent: Arc<AtomicUsize>,
+    failed: Arc<AtomicUsize>,
+    errors: Arc<std::sync::Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl AdmissionLoad {
+    fn start(ns: &TestNamespace) -> AdmissionLoad {
+        let pods: Api<Pod> = ns.api();
+        let pod: Pod = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"generateName": "load-", "labels": {"ray.io/node-type": "worker", "ray.io/cluster": "load"}},
+            "spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray:2.60.0"}]},
+        }))
+        .expect("a Pod");
+        let (stop, sent, failed) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicUsize::new(0)),
+        );
+        let errors = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let task = tokio::spawn({
+            let (stop, sent, failed, errors) =
+                (stop.clone(), sent.clone(), failed.clone(), errors.clone());
+            async move {
+                let params = PostParams {
+                    dry_run: true,
+                    ..PostParams::default()
+                };
+                while !stop.load(Ordering::Relaxed) {
+                    sent.fetch_add(1, Ordering::Relaxed);
+                    if let Err(e) = pods.create(&params, &pod).await {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                        errors.lock().expect("errors").push(e.to_string());
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        });
+        AdmissionLoad {
+            stop,
+            sent,
+            failed,
+            errors,
+            task,
+        }
+    }
+
+    /// Stops the load; returns (sent, failed, the errors).
+    async fn finish(self) -> (usize, usize, Vec<String>) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.await.expect("load task");
+        let errors = self.errors.lock().expect("errors").clone();
+        (
+            self.sent.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+            errors,
+        )
+    }
+}
+
+/// Waits until the Deployment has rolled out: `replicas` Pods, all Ready, on the given template
+/// generation.
+async fn wait_rolled_out(env: &Env, ns: &TestNamespace) {
+    ns.wait_for(
+        "raygate's Deployment to roll out",
+        Duration::from_secs(300),
+        || async {
+            let out = raygate_e2e::kubectl::run(&[
+                "-n",
+                &namespace(env),
+                "rollout",
+                "status",
+                "deployment/raygate",
+                "--timeout=5s",
+            ])
+            .await;
+            let pods = raygate_pods(env).await;
+            let settled = out.status.success()
+                && pods.len() == 2
+                && pods
+                    .iter()
+                    .all(|p| is_ready(p) && p.metadata.deletion_timestamp.is_none());
+            Ok(settled.then_some(()))
+        },
+    )
+    .await;
+}
+
+/// The `(group, resource, verb)` triples a rendering grants by its ClusterRole and Role.
+fn rendered_grants(options: &InstallOptions) -> Vec<(String, String, String)> {
+    let mut grants = Vec::new();
+    for object in render(options) {
+        if object["kind"] != "ClusterRole" && object["kind"] != "Role" {
+            continue;
+        }
+        for rule in object["rules"].as_array().into_iter().flatten() {
+            for group in rule["apiGroups"].as_array().into_iter().flatten() {
+                for resource in rule["resources"].as_array().into_iter().flatten() {
+                    for verb in rule["verbs"].as_array().into_iter().flatten() {
+                        grants.push((
+                            group.as_str().unwrap_or_default().to_owned(),
+                            resource.as_str().unwrap_or_default().to_owned(),
+                            verb.as_str().unwrap_or_default().to_owned(),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    grants.sort();
+    grants.dedup();
+    grants
+}
+
+#[tokio::test]
+async fn upgrade_rollback_and_uninstall_under_load_fail_no_admission_and_leave_nothing_behind() {
+    let env = in_cluster_env();
+    let raygate_ns = namespace(&env);
+    let release = env.var("RAYGATE_IN_CLUSTER_RELEASE").to_owned();
+    let client = env.client().await;
+
+    // Least privilege: each rendered grant is one raygate's ServiceAccount has, and it met no
+    // 403 in the work the in_cluster tests had it do.
+    let account = format!("system:serviceaccount:{raygate_ns}:raygate");
+    for (group, resource, verb) in rendered_grants(&InstallOptions {
+        namespace: raygate_ns.clone(),
+        ..InstallOptions::default()
+    }) {
+        let resource = if group.is_empty() {
+            resource
+        } else {
+            format!("{resource}.{group}")
+        };
+        let out = raygate_e2e::kubectl::run(&[
+            "auth",
+            "can-i",
+            &verb,
+            &resource,
+            "--as",
+            &account,
+            "-n",
+            &raygate_ns,
+        ])
+        .await;
+        // Named grants (resourceNames) answer "no" for the collection; those are checked by name.
+        if out.status.success() {
+            continue;
+        }
+        let named = match resource.as_str() {
+            "mutatingwebhookconfigurations.admissionregistration.k8s.io"
+            | "validatingwebhookconfigurations.admissionregistration.k8s.io" => "raygate",
+            "customresourcedefinitions.apiextensions.k8s.io" => "rayjobs.ray.io",
+            _ => panic!(
+                "{account} cannot {verb} {resource}: {}",
+                String::from_utf8_lossy(&out.stdout)
+            ),
+        };
+        let out = raygate_e2e::kubectl::run(&[
+            "auth",
+            "can-i",
+            &verb,
+            &format!("{resource}/{named}"),
+            "--as",
+            &account,
+        ])
+        .await;
+        assert!(
+            out.status.success(),
+            "{account} cannot {verb} {resource}/{named}"
+        );
+    }
+    let logs = raygate_logs(&env).await;
+    for forbidden in [" 403 ", "Forbidden", "forbidden"] {
+        assert!(
+            !logs.contains(forbidden),
+            "raygate's logs show {forbidden:?}:\n{logs}"
+        );
+    }
+
+    let ns = TestNamespace::with_labels(&env, "incluster-upgrade", &OPT_IN).await;
+    let load = AdmissionLoad::start(&ns);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let chart = concat!(env!("CARGO_MANIFEST_DIR"), "/../../manifests/chart");
+    // A changed setting: both replicas are replaced, one at a time (maxUnavailable 0).
+    let before: Vec<String> = raygate_pods(&env)
+        .await
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    helm(
+        &env,
+        &[
+            "upgrade",
+            &release,
+            chart,
+            "-n",
+            &raygate_ns,
+            "--reuse-values",
+            "--set",
+            "logFormat=json",
+            "--wait",
+            "--timeout",
+            "5m",
+        ],
+    )
+    .await;
+    wait_rolled_out(&env, &ns).await;
+    let after: Vec<String> = raygate_pods(&env)
+        .await
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    assert!(
+        after.iter().all(|p| !before.contains(p)),
+        "upgraded Pods {after:?} replace {before:?}"
+    );
+    helm(
+        &env,
+        &[
+            "rollback",
+            &release,
+            "1",
+            "-n",
+            &raygate_ns,
+            "--wait",
+            "--timeout",
+            "5m",
+        ],
+    )
+    .await;
+    wait_rolled_out(&env, &ns).await;
+    let history = helm(
+        &env,
+        &["history", &release, "-n", &raygate_ns, "-o", "json"],
+    )
+    .await;
+    let history: serde_json::Value = serde_json::from_str(&history).expect("history JSON");
+    assert_eq!(
+        history.as_array().map(Vec::len),
+        Some(3),
+        "install, upgrade, rollback: {history}"
+    );
+    let (sent, failed, errors) = load.finish().await;
+    assert!(sent > 20, "only {sent} admissions were sent");
+    assert_eq!(
+        failed, 0,
+        "{failed} of {sent} admissions failed during upgrade and rollback: {errors:?}"
+    );
+
+    helm(
+        &env,
+        &[
+            "uninstall",
+            &release,
+            "-n",
+            &raygate_ns,
+            "--wait",
+            "--timeout",
+            "3m",
+        ],
+    )
+    .await;
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    assert!(
+        mutating.get_opt("raygate").await.expect("get").is_none(),
+        "MutatingWebhookConfiguration left"
+    );
+    assert!(
+        validating.get_opt("raygate").await.expect("get").is_none(),
+        "ValidatingWebhookConfiguration left"
+    );
+    // Pods are admitted again without raygate (nothing refuses them).
+    let pods: Api<Pod> = ns.api();
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "after", "labels": {"ray.io/node-type": "head"}},
+        "spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray:2.60.0"}]},
+    }))
+    .expect("a Pod");
+    pods.create(
+        &PostParams {
+            dry_run: true,
+            ..PostParams::default()
+        },
+        &pod,
+    )
+    .await
+    .expect("a Ray Pod is admitted after uninstall");
+    // raygate's own Secret and Lease go with it: nothing of its state is left to confuse a
+    // reinstall.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &raygate_ns);
+    ns.wait_for(
+        "raygate's Secret and Lease to be gone",
+        Duration::from_secs(60),
+        || async {
+            let secret = secrets.get_opt("raygate-webhook-cert").await?;
+            let leases: Api<Lease> = Api::namespaced(client.clone(), &raygate_ns);
+            let lease = leases.get_opt("raygate-reconciler").await?;
+            Ok((secret.is_none() && lease.is_none()).then_some(()))
+        },
+    )
+    .await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client);
+    for name in [
+        "rayjobs.ray.io",
+        "rayclusters.ray.io",
+        "queuepolicies.raygate.io",
+    ] {
+        assert!(
+            crds.get_opt(name).await.expect("get").is_some(),
+            "CRD {name} was removed"
+        );
+    }
+}
