@@ -67,3 +67,12 @@ IMAGE_PAUSE_TAR=$RAYGATE_IMAGE_DIR/pause-$IMAGE_PAUSE_VERSION/image.tar
 # use it unchanged (imagePullPolicy IfNotPresent).
 IMAGE_RAY_REF=docker.io/rayproject/ray:$RAY_VERSION
 IMAGE_RAY_TAR=$RAYGATE_IMAGE_DIR/ray-$RAY_VERSION/image.tar
+# raygate's own image (tests/env/images raygate), from the release binary of this checkout.
+# Its default tag is the workspace version of the root Cargo.toml, so the ref is the one the
+# install manifests name (raygate_api::manifests::DEFAULT_IMAGE); `--tag` builds another tag
+# into $RAYGATE_IMAGE_DIR/raygate-<tag>/.
+IMAGE_RAYGATE_REPO=ghcr.io/raygate/raygate
+IMAGE_RAYGATE_VERSION=$(sed -n '/^\[workspace\.package\]/,/^\[/s/^version = "\(.*\)"$/\1/p' \
+  "$(dirname "${BASH_SOURCE[0]}")/../../Cargo.toml")
+IMAGE_RAYGATE_REF=$IMAGE_RAYGATE_REPO:$IMAGE_RAYGATE_VERSION
+IMAGE_RAYGATE_TAR=$RAYGATE_IMAGE_DIR/raygate-$IMAGE_RAYGATE_VERSION/image.tar

@@ -17,11 +17,13 @@
 //! * [`nodes::FakeNode`] is a kwok node of a test's own, with the capacity it chooses;
 //! * [`kuberay`] runs a test's own KubeRay operator for its namespaces;
 //! * [`cleanup`] deletes a test's cluster-scoped objects when their guards drop;
-//! * [`runner`] holds the pure parts of the `submitter-runner` binary.
+//! * [`runner`] holds the pure parts of the `submitter-runner` binary;
+//! * [`image`] reads raygate's container image and the `Dockerfile` without a container engine.
 
 pub mod cleanup;
 pub mod env;
 pub mod examples;
+pub mod image;
 pub mod kubectl;
 pub mod kuberay;
 pub mod namespace;
