@@ -71,6 +71,34 @@ pub fn is_running_and_ready(pod: &Pod) -> bool {
     phase(pod) == "Running" && ready_condition(pod).is_some_and(|c| c.status == "True")
 }
 
+/// Whether the Pod is Running and ready as a Ray node: its `Ready` condition is True, or the
+/// only container keeping it False is a SidecarMode submitter that has finished. A job shorter
+/// than the head's first readiness pass ends its sidecar before the Pod was ever Ready, and the
+/// Pod then never becomes Ready: judged by the `Ready` condition alone (as KubeRay does) its
+/// cluster never turns `ready` and the RayJob waits in `Initializing` forever.
+pub fn is_running_and_ready_as_ray_node(pod: &Pod) -> bool {
+    if is_running_and_ready(pod) {
+        return true;
+    }
+    let Some(statuses) = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+    else {
+        return false;
+    };
+    let finished_submitter = statuses.iter().any(|c| {
+        c.name == crate::lifecycle::SUBMITTER_CONTAINER
+            && c.state.as_ref().is_some_and(|s| s.terminated.is_some())
+    });
+    phase(pod) == "Running"
+        && finished_submitter
+        && statuses
+            .iter()
+            .filter(|c| c.name != crate::lifecycle::SUBMITTER_CONTAINER)
+            .all(|c| c.ready)
+}
+
 fn ready_condition(pod: &Pod) -> Option<&k8s_openapi::api::core::v1::PodCondition> {
     pod.status
         .as_ref()?
@@ -211,7 +239,7 @@ pub fn compute(cluster: &RayCluster, input: &StatusInput<'_>) -> RayClusterStatu
     let suspend = cluster.spec.suspend == Some(true);
     let all_ready = !active.is_empty()
         && active.len() as i64 == desired_workers + 1
-        && active.iter().all(|p| is_running_and_ready(p));
+        && active.iter().all(|p| is_running_and_ready_as_ray_node(p));
     let old_conditions = old.conditions.clone().unwrap_or_default();
     let was = |type_: &str| {
         old_conditions
@@ -223,7 +251,9 @@ pub fn compute(cluster: &RayCluster, input: &StatusInput<'_>) -> RayClusterStatu
     let mut conditions = Vec::new();
     let (head_ready, head_reason) = match head {
         None => (false, "HeadPodNotFound".to_string()),
-        Some(pod) if is_running_and_ready(pod) => (true, "HeadPodRunningAndReady".to_string()),
+        Some(pod) if is_running_and_ready_as_ray_node(pod) => {
+            (true, "HeadPodRunningAndReady".to_string())
+        }
         Some(pod) => (false, head_not_ready_reason(pod)),
     };
     conditions.push(condition(

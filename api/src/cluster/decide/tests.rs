@@ -276,6 +276,65 @@ fn not_ready_pods_keep_the_cluster_provisioning() {
     assert_eq!(head.status, "False");
 }
 
+/// SidecarMode: a job shorter than the head's first readiness pass ends the submitter sidecar
+/// before the Pod was ever Ready; the Pod stays not Ready (ContainersNotReady) while Ray runs.
+#[test]
+fn a_head_whose_finished_submitter_sidecar_keeps_it_not_ready_still_makes_the_cluster_ready() {
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStatus,
+    };
+    let c = cluster();
+    let mut pods = Vec::new();
+    converge(&c, &mut pods);
+    let status = |name: &str, ready: bool, terminated: bool| ContainerStatus {
+        name: name.to_string(),
+        ready,
+        state: Some(ContainerState {
+            terminated: terminated.then(|| ContainerStateTerminated {
+                exit_code: 0,
+                ..ContainerStateTerminated::default()
+            }),
+            running: (!terminated).then(ContainerStateRunning::default),
+            ..ContainerState::default()
+        }),
+        ..ContainerStatus::default()
+    };
+    let head = pods
+        .iter_mut()
+        .find(|p| crate::cluster::status::node_type(p) == Some("head"))
+        .expect("head");
+    let pod_status = head.status.as_mut().expect("status");
+    pod_status.conditions.as_mut().expect("conditions")[0].status = "False".to_string();
+    pod_status.container_statuses = Some(vec![
+        status("ray-head", true, false),
+        status("ray-job-submitter", false, true),
+    ]);
+    let svc = service(&c);
+    let p = plan(&c, &pods, Some(&svc), None, false);
+    assert_eq!(p.status.state.as_deref(), Some(STATE_READY));
+
+    // Not while the Ray container itself is not ready, nor while the submitter still runs.
+    for statuses in [
+        vec![
+            status("ray-head", false, false),
+            status("ray-job-submitter", false, true),
+        ],
+        vec![
+            status("ray-head", true, false),
+            status("ray-job-submitter", false, false),
+        ],
+    ] {
+        let mut pods = pods.clone();
+        let head = pods
+            .iter_mut()
+            .find(|p| crate::cluster::status::node_type(p) == Some("head"))
+            .expect("head");
+        head.status.as_mut().expect("status").container_statuses = Some(statuses);
+        let p = plan(&c, &pods, Some(&svc), None, false);
+        assert_eq!(p.status.state, None);
+    }
+}
+
 #[test]
 fn scaling_up_and_down_follows_replicas_clamped_into_min_max() {
     let mut c = cluster();
