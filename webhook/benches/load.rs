@@ -302,7 +302,7 @@ fn serve() {
             raygate_webhook::tls_config(certs).expect("TLS config"),
             raygate_webhook::router(state.clone()),
             ServeOptions::default(),
-            &state.draining,
+            &state,
             async move {
                 let _ = stop.await;
             },
