@@ -25,8 +25,10 @@
 //! [`IDLE_CONNECTIONS`] connections that finish the TLS handshake and send nothing, then reports
 //! the server's RSS and the latency of reviews on a fresh connection (what the API server would
 //! dial) next to the same figures without the flood, and how many of the idle connections the
-//! server still holds. With `RAYGATE_LOAD_IDLE_PROTOCOL=h2` each idle connection also completes
-//! the HTTP/2 handshake (preface and SETTINGS), so the server holds an HTTP/2 connection for it.
+//! server still holds, against targets: no more held than the connection bound, RSS growth
+//! ≤ 20 MiB, every review answered and the first within 5 s. With
+//! `RAYGATE_LOAD_IDLE_PROTOCOL=h2` each idle connection also completes the HTTP/2 handshake
+//! (preface and SETTINGS), so the server holds an HTTP/2 connection for it.
 //!
 //! `cargo bench -p raygate-webhook --bench load`; `RAYGATE_LOAD_SECONDS` (default 10) sets the
 //! length of each phase, `RAYGATE_LOAD_IDLE_CONNECTIONS` the size of the flood.
@@ -51,6 +53,7 @@ use raygate_api::queue_policy::QueuePolicy;
 use raygate_api::validation::ValidationContext;
 use raygate_api::volcano::Queue;
 use raygate_certs::{CertResolver, certified_key_from_pem};
+use raygate_webhook::server;
 use raygate_webhook::{AppState, Caches, Draining, Limits, Metrics, Preloaded, ServeOptions};
 use rcgen::{CertificateParams, KeyPair};
 use rustls::pki_types::pem::PemObject;
@@ -80,6 +83,14 @@ const IDLE_CONNECTIONS: usize = 2_000;
 const FLOOD_HANDSHAKES_AT_ONCE: usize = 64;
 /// Sequential reviews timed on a fresh connection, without and with the flood.
 const FLOOD_REVIEWS: usize = 500;
+/// The most RSS a flood of idle connections may add: the bound
+/// ([`server::DEFAULT_MAX_CONNECTIONS`], 512) times the 22 KiB an idle connection that opened
+/// HTTP/2 costs (11 MiB), with room for what the allocator keeps of the connections the flood
+/// churned through (3 to 5 MiB measured, for floods of 2,000 and 6,000).
+const TARGET_FLOOD_RSS_KIB: u64 = 20 * 1024;
+/// The longest a review on a fresh connection may wait for its answer during the flood: the
+/// API server's timeout for raygate's webhooks (`timeoutSeconds`).
+const TARGET_FLOOD_FIRST_ANSWER: Duration = Duration::from_secs(5);
 
 /// The size of the preloaded world: a large Ray-on-Kubernetes cluster.
 const NAMESPACES: usize = 100;
@@ -623,6 +634,20 @@ async fn idle_flood_phase(
     );
     println!("  reviews on a fresh h2+TLS connection without the flood: {without}");
     println!("  reviews on a fresh h2+TLS connection with the flood open: {with}");
+    let grown = rss_with.saturating_sub(rss_without);
+    println!(
+        "targets (flood): idle connections held ≤ {} {}; RSS growth ≤ {} MiB {}; first answer ≤ {} s and every review answered {}",
+        server::DEFAULT_MAX_CONNECTIONS,
+        verdict(held <= u64::from(server::DEFAULT_MAX_CONNECTIONS)),
+        TARGET_FLOOD_RSS_KIB / 1024,
+        verdict(grown <= TARGET_FLOOD_RSS_KIB),
+        TARGET_FLOOD_FIRST_ANSWER.as_secs(),
+        verdict(
+            with.first_answer <= TARGET_FLOOD_FIRST_ANSWER
+                && with.failures.total() == 0
+                && with.latencies.len() == FLOOD_REVIEWS
+        ),
+    );
     for task in flood.tasks {
         task.abort();
     }
