@@ -46,6 +46,20 @@ pub struct WebhookArgs {
     /// On SIGTERM, how long in-flight reviews may take to finish, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     drain_timeout: f64,
+    /// Close a TLS connection that has had no request in flight for this long, in seconds
+    /// (right after its handshake and between keep-alive requests). Longer than the API
+    /// server's 90 s, so that the API server closes its kept-alive connections first.
+    #[arg(long, value_name = "SECONDS", default_value_t = server::DEFAULT_IDLE_CONNECTION_TIMEOUT.as_secs_f64())]
+    idle_connection_timeout: f64,
+    /// The most TLS connections open at once; at the bound, each new connection waits for the
+    /// connection idle the longest to be closed for it.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = server::DEFAULT_MAX_CONNECTIONS,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    max_connections: u32,
 }
 
 fn seconds(flag: &str, value: f64) -> Result<Duration> {
@@ -73,6 +87,8 @@ pub async fn serve_args(args: WebhookArgs, validation: ValidationContext) -> Res
     };
     let options = ServeOptions {
         drain_timeout: seconds("drain-timeout", args.drain_timeout)?,
+        idle_connection_timeout: seconds("idle-connection-timeout", args.idle_connection_timeout)?,
+        max_connections: args.max_connections,
         ..ServeOptions::default()
     };
     let cert_source = args.certs.source()?;
@@ -134,7 +150,7 @@ async fn serve(
         tls,
         raygate_webhook::router(state.clone()),
         options,
-        &state.draining,
+        &state,
         until_stopped(stopped),
     )
     .await;

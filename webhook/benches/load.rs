@@ -21,8 +21,17 @@
 //! on a shared host a stolen vCPU stalls every request in flight for milliseconds, whatever
 //! the server does, and the p99 over the whole phase then measures the host.
 //!
+//! A last phase floods the server with idle TLS connections, as a bad client would: it opens
+//! [`IDLE_CONNECTIONS`] connections that finish the TLS handshake and send nothing, then reports
+//! the server's RSS and the latency of reviews on a fresh connection (what the API server would
+//! dial) next to the same figures without the flood, and how many of the idle connections the
+//! server still holds, against targets: no more held than the connection bound, RSS growth
+//! ≤ 20 MiB, every review answered and the first within 5 s. With
+//! `RAYGATE_LOAD_IDLE_PROTOCOL=h2` each idle connection also completes the HTTP/2 handshake
+//! (preface and SETTINGS), so the server holds an HTTP/2 connection for it.
+//!
 //! `cargo bench -p raygate-webhook --bench load`; `RAYGATE_LOAD_SECONDS` (default 10) sets the
-//! length of each phase.
+//! length of each phase, `RAYGATE_LOAD_IDLE_CONNECTIONS` the size of the flood.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -44,11 +53,13 @@ use raygate_api::queue_policy::QueuePolicy;
 use raygate_api::validation::ValidationContext;
 use raygate_api::volcano::Queue;
 use raygate_certs::{CertResolver, certified_key_from_pem};
+use raygate_webhook::server;
 use raygate_webhook::{AppState, Caches, Draining, Limits, Metrics, Preloaded, ServeOptions};
 use rcgen::{CertificateParams, KeyPair};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
@@ -66,6 +77,20 @@ const TARGET_P99: Duration = Duration::from_millis(1);
 const QUIET_STEAL: Duration = Duration::from_millis(10);
 const TARGET_SATURATION: f64 = 10_000.0;
 const TARGET_RSS_KIB: u64 = 30 * 1024;
+/// Idle TLS connections the flood phase opens, unless `RAYGATE_LOAD_IDLE_CONNECTIONS` says.
+const IDLE_CONNECTIONS: usize = 2_000;
+/// Handshakes of the flood in progress at once (well under the listen backlog of 1,024).
+const FLOOD_HANDSHAKES_AT_ONCE: usize = 64;
+/// Sequential reviews timed on a fresh connection, without and with the flood.
+const FLOOD_REVIEWS: usize = 500;
+/// The most RSS a flood of idle connections may add: the bound
+/// ([`server::DEFAULT_MAX_CONNECTIONS`], 512) times the 22 KiB an idle connection that opened
+/// HTTP/2 costs (11 MiB), with room for what the allocator keeps of the connections the flood
+/// churned through (3 to 5 MiB measured, for floods of 2,000 and 6,000).
+const TARGET_FLOOD_RSS_KIB: u64 = 20 * 1024;
+/// The longest a review on a fresh connection may wait for its answer during the flood: the
+/// API server's timeout for raygate's webhooks (`timeoutSeconds`).
+const TARGET_FLOOD_FIRST_ANSWER: Duration = Duration::from_secs(5);
 
 /// The size of the preloaded world: a large Ray-on-Kubernetes cluster.
 const NAMESPACES: usize = 100;
@@ -288,7 +313,7 @@ fn serve() {
             raygate_webhook::tls_config(certs).expect("TLS config"),
             raygate_webhook::router(state.clone()),
             ServeOptions::default(),
-            &state.draining,
+            &state,
             async move {
                 let _ = stop.await;
             },
@@ -386,7 +411,8 @@ fn bodies() -> Vec<(&'static str, Bytes)> {
 
 type Sender = hyper::client::conn::http2::SendRequest<Full<Bytes>>;
 
-async fn connect(address: SocketAddr, ca_pem: &str) -> Sender {
+/// A TLS client trusting `ca_pem`, offering the ALPN protocols `alpn`.
+fn tls_client(ca_pem: &str, alpn: &[&[u8]]) -> TlsConnector {
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
         roots.add(cert.expect("PEM")).expect("root");
@@ -396,10 +422,14 @@ async fn connect(address: SocketAddr, ca_pem: &str) -> Sender {
         .expect("versions")
         .with_root_certificates(roots)
         .with_no_client_auth();
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    TlsConnector::from(Arc::new(config))
+}
+
+async fn connect(address: SocketAddr, ca_pem: &str) -> Sender {
     let tcp = TcpStream::connect(address).await.expect("connect");
     tcp.set_nodelay(true).expect("nodelay");
-    let tls = TlsConnector::from(Arc::new(config))
+    let tls = tls_client(ca_pem, &[b"h2"])
         .connect(ServerName::IpAddress(address.ip().into()), tcp)
         .await
         .expect("TLS handshake");
@@ -409,6 +439,218 @@ async fn connect(address: SocketAddr, ca_pem: &str) -> Sender {
             .expect("h2 handshake");
     tokio::spawn(connection);
     sender
+}
+
+/// Reviews sent one after the other on a connection dialled for them, as the API server dials
+/// a webhook.
+struct FreshConnection {
+    /// From the TCP connect to the first answer: TCP, TLS and h2 handshakes, a wait for the
+    /// server to accept, and the first review.
+    first_answer: Duration,
+    /// Latencies of the [`FLOOD_REVIEWS`] reviews, sorted.
+    latencies: Vec<Duration>,
+    failures: Failures,
+}
+
+async fn fresh_connection(
+    address: SocketAddr,
+    ca_pem: &str,
+    bodies: &[(&'static str, Bytes)],
+) -> FreshConnection {
+    let started = Instant::now();
+    let sender = connect(address, ca_pem).await;
+    let mut first_answer = None;
+    let failures = Failures::default();
+    let mut latencies = Vec::with_capacity(FLOOD_REVIEWS);
+    for i in 0..FLOOD_REVIEWS {
+        let (path, body) = bodies[i % bodies.len()].clone();
+        let sent = Instant::now();
+        match send(sender.clone(), path, body).await {
+            Ok(()) => latencies.push(sent.elapsed()),
+            Err(failure) => failures.record(failure),
+        }
+        first_answer.get_or_insert_with(|| started.elapsed());
+    }
+    latencies.sort();
+    FreshConnection {
+        first_answer: first_answer.unwrap_or_default(),
+        latencies,
+        failures,
+    }
+}
+
+impl fmt::Display for FreshConnection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        write!(f, "first answer after {:.1} ms", ms(self.first_answer))?;
+        if let Some(max) = self.latencies.last() {
+            write!(
+                f,
+                ", then {} ok: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+                self.latencies.len(),
+                ms(percentile(&self.latencies, 0.50)),
+                ms(percentile(&self.latencies, 0.99)),
+                ms(*max),
+            )?;
+        }
+        write!(f, "; failures: {}", self.failures.summary())
+    }
+}
+
+/// What an idle connection of the flood has done before it goes quiet.
+#[derive(Clone, Copy, Debug)]
+enum IdleProtocol {
+    /// The TLS handshake, no ALPN (a bare TLS probe).
+    Tls,
+    /// The TLS handshake with ALPN `h2`, then the HTTP/2 preface and SETTINGS.
+    H2,
+}
+
+/// Idle connections of a bad client: each finished its handshake and sends nothing more; its
+/// task waits for the server to close it.
+struct IdleFlood {
+    /// Handshakes that completed.
+    opened: u64,
+    /// Handshakes that failed, by error.
+    failures: Failures,
+    /// How long opening them all took.
+    took: Duration,
+    /// Connections not (yet) closed by the server.
+    open: Arc<AtomicU64>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+async fn open_idle_flood(
+    address: SocketAddr,
+    ca_pem: &str,
+    count: usize,
+    protocol: IdleProtocol,
+) -> IdleFlood {
+    let connector = match protocol {
+        IdleProtocol::Tls => tls_client(ca_pem, &[]),
+        IdleProtocol::H2 => tls_client(ca_pem, &[b"h2"]),
+    };
+    let at_once = Arc::new(tokio::sync::Semaphore::new(FLOOD_HANDSHAKES_AT_ONCE));
+    let opened = Arc::new(AtomicU64::new(0));
+    let open = Arc::new(AtomicU64::new(0));
+    let settled = Arc::new(tokio::sync::Semaphore::new(0));
+    let failures = Failures::default();
+    let started = Instant::now();
+    let tasks = (0..count)
+        .map(|_| {
+            let (connector, at_once, settled) =
+                (connector.clone(), at_once.clone(), settled.clone());
+            let (opened, open, failures) = (opened.clone(), open.clone(), failures.clone());
+            tokio::spawn(async move {
+                let handshaking = at_once.acquire_owned().await.expect("flood semaphore");
+                let handshake = async {
+                    let tcp = TcpStream::connect(address).await?;
+                    connector
+                        .connect(ServerName::IpAddress(address.ip().into()), tcp)
+                        .await
+                };
+                let tls = tokio::time::timeout(Duration::from_secs(10), handshake).await;
+                drop(handshaking);
+                match tls {
+                    Ok(Ok(mut tls)) => {
+                        opened.fetch_add(1, Ordering::Relaxed);
+                        open.fetch_add(1, Ordering::Relaxed);
+                        settled.add_permits(1);
+                        // Nothing (more) is sent, so these end only when the server closes.
+                        match protocol {
+                            IdleProtocol::Tls => {
+                                let _ = tls.read(&mut [0u8; 1]).await;
+                            }
+                            IdleProtocol::H2 => {
+                                if let Ok((_sender, connection)) =
+                                    hyper::client::conn::http2::handshake::<_, _, Full<Bytes>>(
+                                        TokioExecutor::new(),
+                                        TokioIo::new(tls),
+                                    )
+                                    .await
+                                {
+                                    let _ = connection.await;
+                                }
+                            }
+                        }
+                        open.fetch_sub(1, Ordering::Relaxed);
+                    }
+                    Ok(Err(error)) => {
+                        failures.record(Failure::Transport(error.to_string()));
+                        settled.add_permits(1);
+                    }
+                    Err(_) => {
+                        failures.record(Failure::Transport(
+                            "TLS handshake not done after 10 s".to_string(),
+                        ));
+                        settled.add_permits(1);
+                    }
+                }
+            })
+        })
+        .collect();
+    let all = u32::try_from(count).expect("flood size");
+    drop(settled.acquire_many(all).await.expect("settled"));
+    IdleFlood {
+        opened: opened.load(Ordering::Relaxed),
+        failures,
+        took: started.elapsed(),
+        open,
+        tasks,
+    }
+}
+
+/// The flood phase: RSS and review latency on a fresh connection without and with `count`
+/// idle TLS connections open.
+async fn idle_flood_phase(
+    address: SocketAddr,
+    ca_pem: &str,
+    bodies: &[(&'static str, Bytes)],
+    pid: u32,
+    count: usize,
+    protocol: IdleProtocol,
+) {
+    let without = fresh_connection(address, ca_pem, bodies).await;
+    let rss_without = memory(pid).rss;
+    let flood = open_idle_flood(address, ca_pem, count, protocol).await;
+    // Let the server settle (and close what it closes at once) before measuring.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let rss_with = memory(pid).rss;
+    let held = flood.open.load(Ordering::Relaxed);
+    let with = fresh_connection(address, ca_pem, bodies).await;
+    let held_after = flood.open.load(Ordering::Relaxed);
+    println!(
+        "idle flood ({protocol:?}): {count} connections that send nothing after the handshake: {} handshakes done in {:.1} s (failures: {}); the server holds {held} of them open 1 s later, {held_after} after the reviews below",
+        flood.opened,
+        flood.took.as_secs_f64(),
+        flood.failures.summary(),
+    );
+    println!(
+        "  server RSS {:.1} MiB without the flood, {:.1} MiB with it ({:+.1} MiB, {:.1} KiB per idle connection held)",
+        mib(rss_without),
+        mib(rss_with),
+        mib(rss_with) - mib(rss_without),
+        (rss_with as f64 - rss_without as f64) / held.max(1) as f64,
+    );
+    println!("  reviews on a fresh h2+TLS connection without the flood: {without}");
+    println!("  reviews on a fresh h2+TLS connection with the flood open: {with}");
+    let grown = rss_with.saturating_sub(rss_without);
+    println!(
+        "targets (flood): idle connections held ≤ {} {}; RSS growth ≤ {} MiB {}; first answer ≤ {} s and every review answered {}",
+        server::DEFAULT_MAX_CONNECTIONS,
+        verdict(held <= u64::from(server::DEFAULT_MAX_CONNECTIONS)),
+        TARGET_FLOOD_RSS_KIB / 1024,
+        verdict(grown <= TARGET_FLOOD_RSS_KIB),
+        TARGET_FLOOD_FIRST_ANSWER.as_secs(),
+        verdict(
+            with.first_answer <= TARGET_FLOOD_FIRST_ANSWER
+                && with.failures.total() == 0
+                && with.latencies.len() == FLOOD_REVIEWS
+        ),
+    );
+    for task in flood.tasks {
+        task.abort();
+    }
 }
 
 /// Why a request did not get a 200 allowing the review.
@@ -900,6 +1142,15 @@ fn main() {
             TARGET_RSS_KIB / 1024,
             verdict(after.peak <= TARGET_RSS_KIB),
         );
+        let idle_connections = std::env::var("RAYGATE_LOAD_IDLE_CONNECTIONS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(IDLE_CONNECTIONS);
+        let protocol = match std::env::var("RAYGATE_LOAD_IDLE_PROTOCOL").as_deref() {
+            Ok("h2") => IdleProtocol::H2,
+            _ => IdleProtocol::Tls,
+        };
+        idle_flood_phase(address, &ca_pem, &bodies, pid, idle_connections, protocol).await;
     });
     drop(server.stdin.take());
     let _ = server.wait();

@@ -21,6 +21,7 @@
 //! fuzz targets and the property test check answers with).
 
 pub mod cache;
+mod connections;
 pub mod metrics;
 pub mod pods;
 pub mod ray;

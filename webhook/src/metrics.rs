@@ -53,6 +53,15 @@ pub struct CacheLabels {
     pub cache: String,
 }
 
+/// Labels of the connections the TLS server closed of its own accord.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CloseLabels {
+    /// `idle` (no request in flight for `--idle-connection-timeout`), `evicted` (the
+    /// connection idle the longest, closed at `--max-connections` to make room for a new one)
+    /// or `shutdown`.
+    pub reason: String,
+}
+
 /// Every metric the webhook exports.
 #[derive(Debug)]
 pub struct Metrics {
@@ -71,6 +80,12 @@ pub struct Metrics {
     pub cache_age: Family<CacheLabels, Gauge<f64, AtomicU64>>,
     /// 1 once a cache has completed its initial list.
     pub cache_synced: Family<CacheLabels, Gauge>,
+    /// TLS connections open, handshakes included.
+    pub open_connections: Gauge,
+    /// The bound on open TLS connections (`--max-connections`).
+    pub max_connections: Gauge,
+    /// TLS connections the server closed of its own accord, by reason.
+    pub connections_closed: Family<CloseLabels, Counter>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -109,6 +124,9 @@ impl Metrics {
         );
         let cache_age = Family::<CacheLabels, Gauge<f64, AtomicU64>>::default();
         let cache_synced = Family::<CacheLabels, Gauge>::default();
+        let open_connections = Gauge::default();
+        let max_connections = Gauge::default();
+        let connections_closed = Family::<CloseLabels, Counter>::default();
         registry.register(
             "controller_runtime_webhook_requests",
             "Webhook HTTP requests by path and status code",
@@ -145,6 +163,21 @@ impl Metrics {
             "1 once the informer cache has completed its initial list",
             cache_synced.clone(),
         );
+        raygate.register(
+            "open_connections",
+            "TLS connections open, handshakes included",
+            open_connections.clone(),
+        );
+        raygate.register(
+            "max_connections",
+            "The bound on open TLS connections (--max-connections)",
+            max_connections.clone(),
+        );
+        raygate.register(
+            "connections_closed",
+            "TLS connections the webhook closed of its own accord, by reason (idle, evicted, shutdown)",
+            connections_closed.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -154,6 +187,9 @@ impl Metrics {
             patch_bytes,
             cache_age,
             cache_synced,
+            open_connections,
+            max_connections,
+            connections_closed,
         }
     }
 

@@ -1,6 +1,7 @@
 //! The HTTP side: the router, TLS serving with graceful shutdown, and the plain-HTTP
 //! health/metrics server.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,18 +15,21 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use raygate_api::validation::ValidationContext;
 use raygate_certs::CertResolver;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt;
 use tower_http::timeout::TimeoutLayer;
 
 use crate::cache::Caches;
-use crate::metrics::{AdmissionLabels, CodeLabels, Metrics, WebhookLabels};
+use crate::connections::{Activity, Close, Connections, InFlightBody};
+use crate::metrics::{AdmissionLabels, CloseLabels, CodeLabels, Metrics, WebhookLabels};
 use crate::ray::RayWebhook;
 use crate::review::{self, AdmissionRequest, ObjectView, Verdict};
 use crate::{pods, ray};
@@ -92,7 +96,7 @@ pub struct AppState {
     pub validation: Arc<ValidationContext>,
     /// Request limits.
     pub limits: Limits,
-    /// Set once graceful shutdown begins (pass the same handle to [`serve`]).
+    /// Set once graceful shutdown begins (by [`serve`], given this state).
     pub draining: Draining,
 }
 
@@ -361,13 +365,63 @@ pub fn tls_config(certs: Arc<CertResolver>) -> Result<Arc<rustls::ServerConfig>,
     Ok(Arc::new(config))
 }
 
+/// How long a connection may have no request in flight before it is closed: right after the
+/// TLS handshake and between keep-alive requests, in HTTP/1 and HTTP/2 alike.
+///
+/// The API server keeps its connections to a webhook alive between reviews and drops them after
+/// 90 s unused: its webhook clients are client-go REST clients, whose transport takes
+/// `IdleConnTimeout` from Go's `http.DefaultTransport`, 90 s. A server that closes first
+/// can close a connection at the moment the API server sends a review on it, and a POST that
+/// was written is not retried: the review fails, and with `failurePolicy: Fail` so does the
+/// API request. 120 s leaves the closing to the API server, with half a minute to spare for a
+/// client whose timer starts late (it starts once the client has read the answer, after ours).
+/// Connections that are merely left open by other clients are then closed within two minutes;
+/// a flood of them is handled by [`DEFAULT_MAX_CONNECTIONS`], not by this timeout.
+pub const DEFAULT_IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The most TLS connections open at once, handshakes included.
+///
+/// At the bound, a new connection is not refused: it waits for the connection idle the longest
+/// to be closed for it (when none is idle, for the first to become idle or to close), and the
+/// connections after it wait in the kernel's listen backlog. Refusing would fail the API
+/// server's review at once, and with `failurePolicy: Fail` its request; closing an idle
+/// connection loses no review, and a flood of idle connections can then neither keep a review
+/// out nor hold more than the bound. A connection with a request in flight is never closed for
+/// a new one.
+///
+/// 512 is enough for every connection the API servers keep: the API server talks HTTP/1.1 to
+/// webhooks, one request per connection at a time, and keeps at most 25 idle connections per
+/// webhook client (client-go's `MaxIdleConnsPerHost`); raygate's five paths (four admission, one
+/// conversion) are five clients, so at most 125 connections per API server, 375 for three API
+/// servers even if every one of them lands on the same replica. (More exist only while more
+/// reviews are in flight at once, and those wait for a slot rather than fail.)
+///
+/// An idle connection costs 9 KiB after a bare TLS handshake and 22 KiB once it has opened
+/// HTTP/2 (the idle flood of `webhook/benches/load.rs`). Held at 512, a flood of 2,000 or 6,000
+/// of them adds 8 MiB (TLS only) to 16 MiB (HTTP/2) of RSS whatever its size, a small share of
+/// the Deployment's 256 MiB (`api/src/manifests.rs`); without the bound, 6,000 added 134 MiB.
+/// And 512 stays under the 1,024 open files a container gets by default from containerd 2 (the
+/// soft `RLIMIT_NOFILE`, which a Rust program does not raise), with room for the process's
+/// other descriptors: past that limit, accepting fails with `EMFILE` instead of waiting.
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 512;
+
+/// How long a connection closed for idleness or evicted may take over its goodbye (TLS
+/// `close_notify`; for HTTP/2 the GOAWAY and the PING round trip that confirms it) before it is
+/// dropped. It has no request in flight, so nothing is cut; a second is hundreds of round trips
+/// in a cluster, and an evicted connection's slot is what a new connection waits for.
+const IDLE_CLOSE_GRACE: Duration = Duration::from_secs(1);
+
 /// Connection-level settings of [`serve`].
 #[derive(Clone, Copy, Debug)]
 pub struct ServeOptions {
     /// Longest TLS handshake before the connection is dropped.
     pub handshake_timeout: Duration,
-    /// Longest wait for an HTTP/1 request's headers (slow clients).
-    pub header_read_timeout: Duration,
+    /// A connection with no request in flight for this long is closed (see
+    /// [`DEFAULT_IDLE_CONNECTION_TIMEOUT`]). A request is in flight from its complete head to
+    /// its written response, so this also bounds a client that trickles a request head.
+    pub idle_connection_timeout: Duration,
+    /// The most connections open at once (see [`DEFAULT_MAX_CONNECTIONS`]); at least 1.
+    pub max_connections: u32,
     /// After shutdown is signalled, how long in-flight requests may take to finish.
     pub drain_timeout: Duration,
 }
@@ -376,31 +430,52 @@ impl Default for ServeOptions {
     fn default() -> Self {
         ServeOptions {
             handshake_timeout: Duration::from_secs(5),
-            header_read_timeout: Duration::from_secs(5),
+            idle_connection_timeout: DEFAULT_IDLE_CONNECTION_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             drain_timeout: Duration::from_secs(10),
         }
     }
 }
 
-/// Serves `app` over TLS on `listener` until `shutdown` completes, then marks `draining` (so
-/// `/readyz` reports not ready), stops accepting, lets in-flight requests finish (up to
+/// Serves `app` over TLS on `listener` until `shutdown` completes, then marks `state.draining`
+/// (so `/readyz` reports not ready), stops accepting, lets in-flight requests finish (up to
 /// [`ServeOptions::drain_timeout`]) and returns.
+///
+/// At most [`ServeOptions::max_connections`] connections are open at once, and a connection
+/// without a request in flight is closed after [`ServeOptions::idle_connection_timeout`];
+/// `state.metrics` counts both.
 pub async fn serve(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     app: Router,
     options: ServeOptions,
-    draining: &Draining,
+    state: &AppState,
     shutdown: impl Future<Output = ()> + Send,
 ) {
-    let acceptor = TlsAcceptor::from(tls);
-    let graceful = GracefulShutdown::new();
+    state
+        .metrics
+        .max_connections
+        .set(i64::from(options.max_connections));
+    let connections = Arc::new(Connections::new(
+        options.max_connections,
+        state.metrics.open_connections.clone(),
+    ));
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(options.header_read_timeout);
+    // hyper's HTTP/1 header read timeout (30 s by default when a timer is set) starts whenever
+    // a connection becomes idle, so it would close kept-alive connections the API server still
+    // means to reuse: it is off, and the idle connection timeout covers HTTP/1 and HTTP/2.
+    builder.http1().header_read_timeout(None);
+    let shared = Arc::new(Shared {
+        acceptor: TlsAcceptor::from(tls),
+        app,
+        builder,
+        options,
+        connections: connections.clone(),
+        metrics: state.metrics.clone(),
+    });
+    let (stop, stopping) = watch::channel(false);
     futures::pin_mut!(shutdown);
+    let mut at_bound = false;
     loop {
         let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -420,40 +495,137 @@ pub async fn serve(
         if let Err(error) = tcp.set_nodelay(true) {
             tracing::debug!(%peer, %error, "cannot disable Nagle's algorithm");
         }
-        let acceptor = acceptor.clone();
-        let service = TowerToHyperService::new(app.clone());
-        let builder = builder.clone();
-        let watcher = graceful.watcher();
-        tokio::spawn(async move {
-            let tls =
-                match tokio::time::timeout(options.handshake_timeout, acceptor.accept(tcp)).await {
-                    Ok(Ok(tls)) => tls,
-                    Ok(Err(error)) => {
-                        tracing::debug!(%peer, %error, "TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::debug!(%peer, "TLS handshake timed out");
-                        return;
-                    }
-                };
-            let connection = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
-            if let Err(error) = watcher.watch(connection.into_owned()).await {
-                tracing::debug!(%peer, %error, "connection ended with an error");
+        let slot = match connections.try_slot() {
+            Some(slot) => {
+                if std::mem::take(&mut at_bound) {
+                    tracing::info!(
+                        max_connections = options.max_connections,
+                        "below the connection bound again"
+                    );
+                }
+                slot
             }
+            None => {
+                if !std::mem::replace(&mut at_bound, true) {
+                    tracing::warn!(
+                        max_connections = options.max_connections,
+                        "connection bound reached: each new connection waits for the connection idle the longest to close"
+                    );
+                }
+                tokio::select! {
+                    slot = connections.make_room() => match slot {
+                        Some(slot) => slot,
+                        None => break,
+                    },
+                    () = &mut shutdown => break,
+                }
+            }
+        };
+        let connection = serve_connection(shared.clone(), tcp, peer, stopping.clone());
+        tokio::spawn(async move {
+            connection.await;
+            drop(slot);
         });
     }
-    draining.start();
+    state.draining.start();
     drop(listener);
+    let _ = stop.send(true);
     tracing::info!(
-        connections = graceful.count(),
+        connections = connections.open(),
         "shutting down: draining in-flight requests"
     );
     tokio::select! {
-        () = graceful.shutdown() => tracing::info!("all connections drained"),
+        () = connections.all_closed() => tracing::info!("all connections drained"),
         () = tokio::time::sleep(options.drain_timeout) => {
             tracing::warn!(timeout = ?options.drain_timeout, "drain timeout: closing remaining connections");
         }
+    }
+}
+
+/// What every connection of one [`serve`] shares.
+struct Shared {
+    acceptor: TlsAcceptor,
+    app: Router,
+    builder: auto::Builder<TokioExecutor>,
+    options: ServeOptions,
+    connections: Arc<Connections>,
+    metrics: Arc<Metrics>,
+}
+
+/// One TLS connection from its handshake to its end: served until the client closes it, it is
+/// idle for the idle timeout, it is evicted at the bound, or `stopping` turns true.
+async fn serve_connection(
+    shared: Arc<Shared>,
+    tcp: TcpStream,
+    peer: SocketAddr,
+    mut stopping: watch::Receiver<bool>,
+) {
+    let Shared {
+        acceptor,
+        app,
+        builder,
+        options,
+        connections,
+        metrics,
+    } = &*shared;
+    let tls = match tokio::time::timeout(options.handshake_timeout, acceptor.accept(tcp)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(error)) => {
+            tracing::debug!(%peer, %error, "TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "TLS handshake timed out");
+            return;
+        }
+    };
+    let activity = Activity::default();
+    let requests = activity.clone();
+    let app = app.clone();
+    let service = service_fn(move |request: hyper::Request<Incoming>| {
+        let in_flight = requests.request();
+        let response = app.clone().oneshot(request);
+        async move {
+            let response: Response = response.await?;
+            Ok::<_, Infallible>(response.map(|body| InFlightBody::new(body, in_flight)))
+        }
+    });
+    let connection = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
+    futures::pin_mut!(connection);
+    let reason = tokio::select! {
+        ended = connection.as_mut() => {
+            if let Err(error) = ended {
+                tracing::debug!(%peer, %error, "connection ended with an error");
+            }
+            return;
+        }
+        reason = connections.until_idle(&activity, options.idle_connection_timeout) => reason,
+        // Also when the sender is gone: `serve` has returned.
+        _ = stopping.wait_for(|stop| *stop) => Close::Shutdown,
+    };
+    metrics
+        .connections_closed
+        .get_or_create(&CloseLabels {
+            reason: reason.label().to_string(),
+        })
+        .inc();
+    tracing::debug!(%peer, reason = reason.label(), "closing the connection");
+    connection.as_mut().graceful_shutdown();
+    let ended = match reason {
+        // `serve` bounds the drain as a whole.
+        Close::Shutdown => connection.await,
+        Close::Idle | Close::Evicted => {
+            match tokio::time::timeout(IDLE_CLOSE_GRACE, connection).await {
+                Ok(ended) => ended,
+                Err(_) => {
+                    tracing::debug!(%peer, grace = ?IDLE_CLOSE_GRACE, "the connection did not close in time: dropped");
+                    return;
+                }
+            }
+        }
+    };
+    if let Err(error) = ended {
+        tracing::debug!(%peer, %error, "connection ended with an error");
     }
 }
 

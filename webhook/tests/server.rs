@@ -1,16 +1,17 @@
 //! The webhook router served in-process over real TLS (an rcgen-minted CA and serving
 //! certificate, a rustls client), covering every AdmissionReview case the API server relies
 //! on: uid echo, base64 JSON patches with their type, warnings, denials with field paths,
-//! dry run, malformed reviews, body limit, timeout, readiness, metrics and graceful shutdown.
+//! dry run, malformed reviews, body limit, timeout, readiness, metrics and graceful shutdown;
+//! and the connection limits: the idle connection timeout and the bound on open connections.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Bytes, Frame};
 use hyper::{Request, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use k8s_openapi::api::core::v1::Namespace;
@@ -19,6 +20,7 @@ use raygate_api::keys::{NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE};
 use raygate_api::validation::ValidationContext;
 use raygate_api::volcano::{Queue, QueueSpec, QueueStatus};
 use raygate_certs::{CertResolver, certified_key_from_pem};
+use raygate_webhook::metrics::CloseLabels;
 use raygate_webhook::{AppState, Caches, Draining, Limits, Metrics, Preloaded, ServeOptions};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
@@ -201,6 +203,17 @@ struct Server {
 
 impl Server {
     async fn start(limits: Limits) -> Server {
+        Server::start_with(
+            limits,
+            ServeOptions {
+                drain_timeout: Duration::from_secs(5),
+                ..ServeOptions::default()
+            },
+        )
+        .await
+    }
+
+    async fn start_with(limits: Limits, options: ServeOptions) -> Server {
         let pki = mint_pki();
         let certs = Arc::new(CertResolver::new());
         certs.set(
@@ -225,21 +238,11 @@ impl Server {
         let tls = raygate_webhook::tls_config(certs).expect("TLS config");
         let (stop, stopped) = oneshot::channel::<()>();
         let router = raygate_webhook::router(state.clone());
-        let draining = state.draining.clone();
+        let served = state.clone();
         let task = tokio::spawn(async move {
-            raygate_webhook::serve(
-                listener,
-                tls,
-                router,
-                ServeOptions {
-                    drain_timeout: Duration::from_secs(5),
-                    ..ServeOptions::default()
-                },
-                &draining,
-                async move {
-                    let _ = stopped.await;
-                },
-            )
+            raygate_webhook::serve(listener, tls, router, options, &served, async move {
+                let _ = stopped.await;
+            })
             .await;
         });
         Server {
@@ -1189,5 +1192,363 @@ async fn ray_objects_are_converted_between_versions() {
     assert_eq!(converted.len(), 1);
     assert_eq!(converted[0]["apiVersion"], "ray.io/v1alpha1");
     assert_eq!(converted[0]["metadata"]["name"], "demo");
+    server.shut_down().await;
+}
+
+/// Both TLS versions the server speaks.
+const TLS_VERSIONS: &[&rustls::SupportedProtocolVersion] =
+    &[&rustls::version::TLS13, &rustls::version::TLS12];
+
+/// Connection options with an idle timeout of `idle` and a bound of `max` connections.
+fn connection_options(idle: Duration, max: u32) -> ServeOptions {
+    ServeOptions {
+        idle_connection_timeout: idle,
+        max_connections: max,
+        drain_timeout: Duration::from_secs(5),
+        ..ServeOptions::default()
+    }
+}
+
+/// Whether the server closes `tls` (EOF, `close_notify` or a reset) within `within`; the
+/// client sends nothing, and the server sends no data unasked.
+async fn closed_within(tls: &mut TlsStream<TcpStream>, within: Duration) -> bool {
+    let mut buffer = [0u8; 64];
+    let read = async {
+        loop {
+            match tls.read(&mut buffer).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    };
+    tokio::time::timeout(within, read).await.is_ok()
+}
+
+/// Waits up to `within` for `condition`.
+async fn eventually(within: Duration, condition: impl Fn() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    while !condition() {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    true
+}
+
+/// How many connections the server closed for `reason`.
+fn closed_for(server: &Server, reason: &str) -> u64 {
+    server
+        .state
+        .metrics
+        .connections_closed
+        .get_or_create(&CloseLabels {
+            reason: reason.to_string(),
+        })
+        .get()
+}
+
+/// A keep-alive client connection over HTTP/2 or HTTP/1.1, and the task driving it, which ends
+/// when the connection closes.
+enum KeptAlive {
+    H1(hyper::client::conn::http1::SendRequest<Full<Bytes>>),
+    H2(hyper::client::conn::http2::SendRequest<Full<Bytes>>),
+}
+
+impl KeptAlive {
+    async fn open(server: &Server, h2: bool) -> (KeptAlive, JoinHandle<()>) {
+        let alpn: &[&[u8]] = if h2 { &[b"h2"] } else { &[b"http/1.1"] };
+        let io = TokioIo::new(server.tls(alpn, TLS_VERSIONS).await);
+        if h2 {
+            let (sender, connection) =
+                hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+                    .await
+                    .expect("h2 handshake");
+            let task = tokio::spawn(async move {
+                let _ = connection.await;
+            });
+            (KeptAlive::H2(sender), task)
+        } else {
+            let (sender, connection) = hyper::client::conn::http1::handshake(io)
+                .await
+                .expect("http/1.1 handshake");
+            let task = tokio::spawn(async move {
+                let _ = connection.await;
+            });
+            (KeptAlive::H1(sender), task)
+        }
+    }
+
+    async fn get(&mut self, path: &str) -> StatusCode {
+        let request = Request::get(format!("https://127.0.0.1{path}"))
+            .header("host", "127.0.0.1")
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let response = match self {
+            KeptAlive::H1(sender) => sender.send_request(request).await,
+            KeptAlive::H2(sender) => sender.send_request(request).await,
+        }
+        .expect("an answer on the kept-alive connection");
+        let status = response.status();
+        response.into_body().collect().await.expect("body");
+        status
+    }
+}
+
+#[tokio::test]
+async fn connections_that_send_nothing_after_the_handshake_are_closed_after_the_idle_timeout() {
+    let idle = Duration::from_secs(1);
+    let server = Server::start_with(default_limits(), connection_options(idle, 64)).await;
+    let started = Instant::now();
+    // A bare TLS probe and connections that negotiated h2 or http/1.1, all sending nothing
+    // (the server is still reading the first bytes to tell HTTP/1 from HTTP/2)...
+    let mut quiet = Vec::new();
+    for alpn in [&[][..], &[&b"h2"[..]][..], &[&b"http/1.1"[..]][..]] {
+        quiet.push(server.tls(alpn, TLS_VERSIONS).await);
+    }
+    // ...and one that opened HTTP/2 (preface and SETTINGS) but sends no request.
+    let io = TokioIo::new(server.tls(&[b"h2"], TLS_VERSIONS).await);
+    let (_sender, h2) =
+        hyper::client::conn::http2::handshake::<_, _, Full<Bytes>>(TokioExecutor::new(), io)
+            .await
+            .expect("h2 handshake");
+    let h2 = tokio::spawn(h2);
+    for tls in &mut quiet {
+        assert!(
+            closed_within(tls, idle + Duration::from_secs(4)).await,
+            "an idle connection is closed within the idle timeout and slack"
+        );
+        assert!(started.elapsed() >= idle, "closed before the idle timeout");
+    }
+    let ended = tokio::time::timeout(idle + Duration::from_secs(4), h2).await;
+    assert!(ended.is_ok(), "an idle HTTP/2 connection is closed too");
+    assert!(started.elapsed() >= idle, "closed before the idle timeout");
+    assert_eq!(closed_for(&server, "idle"), 4);
+    let open = &server.state.metrics.open_connections;
+    assert!(
+        eventually(Duration::from_secs(5), || open.get() == 0).await,
+        "{} connections still open",
+        open.get()
+    );
+    server.shut_down().await;
+}
+
+#[tokio::test]
+async fn a_kept_alive_connection_is_closed_once_idle_after_its_requests_over_h2_and_http1() {
+    let idle = Duration::from_secs(1);
+    let server = Server::start_with(default_limits(), connection_options(idle, 64)).await;
+    for h2 in [true, false] {
+        let (mut client, connection) = KeptAlive::open(&server, h2).await;
+        assert_eq!(client.get("/healthz").await, StatusCode::OK);
+        // A pause shorter than the idle timeout keeps the connection.
+        tokio::time::sleep(idle / 2).await;
+        assert_eq!(client.get("/healthz").await, StatusCode::OK, "h2: {h2}");
+        let answered = Instant::now();
+        let ended = tokio::time::timeout(idle + Duration::from_secs(4), connection).await;
+        assert!(
+            ended.is_ok(),
+            "h2: {h2}: the connection is closed once idle"
+        );
+        assert!(
+            answered.elapsed() >= idle / 2,
+            "h2: {h2}: closed {:?} after the last answer",
+            answered.elapsed()
+        );
+    }
+    assert_eq!(closed_for(&server, "idle"), 2);
+    server.shut_down().await;
+}
+
+#[tokio::test]
+async fn a_request_in_flight_longer_than_the_idle_timeout_is_not_cut_over_h2_and_http1() {
+    let idle = Duration::from_secs(1);
+    let server = Server::start_with(default_limits(), connection_options(idle, 64)).await;
+    assert!(default_limits().request_timeout > idle * 3);
+    let body = |uid: &str| {
+        serde_json::to_vec(&review(pod_request(
+            uid,
+            "ml",
+            worker_pod("standalone", "cpu"),
+        )))
+        .unwrap()
+    };
+    let http1 = async {
+        let body = body("slow-http1");
+        let mut tls = start_slow_request(&server, &body, 10).await;
+        tokio::time::sleep(idle * 5 / 2).await;
+        tls.write_all(&body[10..]).await.unwrap();
+        tls.flush().await.unwrap();
+        read_status(&mut tls).await
+    };
+    let h2 = async {
+        let body = body("slow-h2");
+        let io = TokioIo::new(server.tls(&[b"h2"], TLS_VERSIONS).await);
+        let (mut sender, connection) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+                .await
+                .expect("h2 handshake");
+        tokio::spawn(connection);
+        let (mut chunks, stream) =
+            futures::channel::mpsc::channel::<Result<Frame<Bytes>, std::convert::Infallible>>(2);
+        let request = Request::post("https://127.0.0.1/mutate/pods")
+            .header("content-type", "application/json")
+            .body(StreamBody::new(stream))
+            .unwrap();
+        let response = tokio::spawn(sender.send_request(request));
+        chunks
+            .try_send(Ok(Frame::data(Bytes::copy_from_slice(&body[..10]))))
+            .unwrap();
+        tokio::time::sleep(idle * 5 / 2).await;
+        chunks
+            .try_send(Ok(Frame::data(Bytes::copy_from_slice(&body[10..]))))
+            .unwrap();
+        drop(chunks);
+        let response = response.await.unwrap().expect("an h2 answer");
+        let status = response.status();
+        let answer = response.into_body().collect().await.unwrap().to_bytes();
+        (status, answer)
+    };
+    let (http1, (h2_status, h2_answer)) = tokio::join!(http1, h2);
+    assert_eq!(http1, "HTTP/1.1 200 OK");
+    assert_eq!(h2_status, StatusCode::OK);
+    let answer: Value = serde_json::from_slice(&h2_answer).unwrap();
+    assert_eq!(answer["response"]["uid"], "slow-h2");
+    server.shut_down().await;
+}
+
+#[tokio::test]
+async fn at_the_bound_a_connection_with_a_request_in_flight_is_kept_and_a_new_one_waits_for_it() {
+    let server = Server::start_with(
+        default_limits(),
+        connection_options(Duration::from_secs(60), 1),
+    )
+    .await;
+    let body = serde_json::to_vec(&review(pod_request(
+        "in-flight",
+        "ml",
+        worker_pod("standalone", "cpu"),
+    )))
+    .unwrap();
+    let mut slow = start_slow_request(&server, &body, 10).await;
+    // Let the server read the head, so the request is in flight on the only connection.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let waiting = async {
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            server.review(
+                "/mutate/pods",
+                pod_request("waited", "ml", worker_pod("standalone", "cpu")),
+            ),
+        )
+        .await
+        .expect("the new connection is served once the busy one has closed")
+    };
+    let finishing = async {
+        // Longer than an evicted connection would get to close (a second), well within the
+        // request timeout.
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        slow.write_all(&body[10..]).await.unwrap();
+        slow.flush().await.unwrap();
+        read_status(&mut slow).await
+    };
+    let (waited, finished) = tokio::join!(waiting, finishing);
+    assert_eq!(
+        finished, "HTTP/1.1 200 OK",
+        "the busy connection is not cut"
+    );
+    assert_eq!(waited["uid"], "waited");
+    assert_eq!(server.state.metrics.max_connections.get(), 1);
+    server.shut_down().await;
+}
+
+#[tokio::test]
+async fn a_flood_of_idle_connections_cannot_keep_a_review_out_nor_pass_the_connection_bound() {
+    const BOUND: u32 = 50;
+    const FLOOD: usize = 200;
+    // An idle timeout far longer than the test: only the bound makes room.
+    let server = Server::start_with(
+        default_limits(),
+        connection_options(Duration::from_secs(300), BOUND),
+    )
+    .await;
+    let open = server.state.metrics.open_connections.clone();
+    let (stop_sampling, mut sampling) = oneshot::channel::<()>();
+    let sampler = tokio::spawn(async move {
+        let mut most = 0;
+        loop {
+            most = most.max(open.get());
+            tokio::select! {
+                _ = &mut sampling => return most,
+                () = tokio::time::sleep(Duration::from_millis(1)) => {}
+            }
+        }
+    });
+    let flood = tokio::time::timeout(
+        Duration::from_secs(30),
+        futures::future::join_all((0..FLOOD).map(|_| server.tls(&[], TLS_VERSIONS))),
+    )
+    .await
+    .expect("every connection of the flood gets its handshake in turn");
+    assert_eq!(flood.len(), FLOOD);
+    assert_eq!(
+        server.state.metrics.open_connections.get(),
+        i64::from(BOUND),
+        "the idle connections fill the bound"
+    );
+    let response = tokio::time::timeout(
+        Duration::from_secs(10),
+        server.review(
+            "/mutate/pods",
+            pod_request("legit", "ml", worker_pod("standalone", "cpu")),
+        ),
+    )
+    .await
+    .expect("a review on a new connection is answered despite the flood");
+    assert_eq!(response["uid"], "legit");
+    assert_eq!(response["allowed"], true);
+    stop_sampling.send(()).unwrap();
+    let most = sampler.await.unwrap();
+    assert!(
+        most <= i64::from(BOUND),
+        "{most} connections open at once, over the bound of {BOUND}"
+    );
+    // 201 connections through a bound of 50: each one past the bound closed the connection
+    // idle the longest, all of them the flood's.
+    let evicted = FLOOD as u64 + 1 - u64::from(BOUND);
+    assert!(closed_for(&server, "evicted") >= evicted);
+    let mut still_open = 0;
+    for mut tls in flood {
+        if !closed_within(&mut tls, Duration::from_millis(100)).await {
+            still_open += 1;
+        }
+    }
+    assert!(
+        still_open < BOUND as usize,
+        "{still_open} of the flood's connections still open"
+    );
+    assert_eq!(closed_for(&server, "idle"), 0);
+    server.shut_down().await;
+}
+
+#[tokio::test]
+async fn the_connection_metrics_are_exported() {
+    let idle = Duration::from_secs(1);
+    let server = Server::start_with(default_limits(), connection_options(idle, 7)).await;
+    let mut quiet = server.tls(&[b"h2"], TLS_VERSIONS).await;
+    assert!(closed_within(&mut quiet, idle + Duration::from_secs(4)).await);
+    let open = &server.state.metrics.open_connections;
+    assert!(eventually(Duration::from_secs(5), || open.get() == 0).await);
+    let (_, metrics) = server.get("/metrics").await;
+    for expected in [
+        "raygate_webhook_max_connections 7",
+        // The connection of this scrape.
+        "raygate_webhook_open_connections 1",
+        r#"raygate_webhook_connections_closed_total{reason="idle"} 1"#,
+    ] {
+        assert!(
+            metrics.contains(expected),
+            "{expected} missing from\n{metrics}"
+        );
+    }
     server.shut_down().await;
 }
