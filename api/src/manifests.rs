@@ -693,6 +693,12 @@ fn deployment(options: &InstallOptions) -> Value {
                         "args": options.args(),
                         "env": container_env(),
                         "ports": ports,
+                        // Kubernetes removes a terminating Pod from the Service's endpoints
+                        // while it sends SIGTERM; until every kube-proxy has caught up, new
+                        // connections still reach it. Serving on for a few seconds before the
+                        // signal keeps them from being refused (a failed admission with
+                        // `failurePolicy: Fail`); the drain that follows has its own 10 s.
+                        "lifecycle": {"preStop": {"sleep": {"seconds": PRE_STOP_SECONDS}}},
                         "livenessProbe": probe("/healthz", 10),
                         "readinessProbe": probe("/readyz", 5),
                         "resources": {
@@ -722,6 +728,11 @@ fn deployment(options: &InstallOptions) -> Value {
     }
     deployment
 }
+
+/// How long a terminating replica keeps serving before SIGTERM (`preStop` sleep): longer than
+/// kube-proxy takes to drop it from the Service here (about a second; seen in
+/// `tests/in-cluster/tests/lifecycle.rs`, which failed 4 of 288 admissions without it).
+pub const PRE_STOP_SECONDS: i64 = 5;
 
 /// UID and GID raygate's container runs as (the image's own non-root user).
 pub const RUN_AS: i64 = 65532;
