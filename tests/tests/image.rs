@@ -95,8 +95,11 @@ fn the_image_is_the_deployments_image_and_runs_as_its_user() {
     assert_eq!(config["User"], user.as_str());
     assert_eq!(user, USERSPEC);
     assert_eq!(config["Entrypoint"], serde_json::json!(["/raygate"]));
+    // The image's command is `raygate run`; the Deployment runs the same subcommand, with its
+    // settings spelled out after it.
+    assert_eq!(config["Cmd"], serde_json::json!(["run"]));
     assert_eq!(
-        config["Cmd"], container["args"],
+        container["args"][0], config["Cmd"][0],
         "the Deployment runs the image's own command"
     );
     assert!(
