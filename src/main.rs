@@ -82,7 +82,7 @@ enum Command {
     /// Print the ray.io CustomResourceDefinitions raygate serves.
     Crds {
         /// Generate the CRDs from raygate's types and write one file per CRD into this
-        /// directory (how `manifests/crds/` is refreshed), instead of printing them.
+        /// directory (how `manifests/chart/files/crds/` is refreshed), instead of printing them.
         #[arg(long, value_name = "DIR")]
         write: Option<PathBuf>,
     },

@@ -1,9 +1,9 @@
-//! The committed CRDs in `manifests/crds/` must be exactly what the types generate.
+//! The committed CRDs in `manifests/chart/files/crds/` must be exactly what the types generate.
 
 use std::path::PathBuf;
 
 fn crds_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../manifests/crds")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../manifests/chart/files/crds")
 }
 
 #[test]
@@ -33,7 +33,7 @@ fn committed_crds_match_generated() {
     }
     assert!(
         stale.is_empty(),
-        "manifests/crds/ is out of date: {}.\nRegenerate it with `cargo run -- crds --write manifests/crds`.",
+        "manifests/chart/files/crds/ is out of date: {}.\nRegenerate it with `cargo run -- crds --write manifests/chart/files/crds`.",
         stale.join("; ")
     );
 }

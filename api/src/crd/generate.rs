@@ -57,7 +57,7 @@ fn worker_group_path(kind: &str) -> &'static [&'static str] {
 /// Both `ray.io` CRDs (RayCluster, then RayJob), each serving `v1` (storage) and `v1alpha1`
 /// (served, deprecated), conversion through raygate's webhook ([`webhook_conversion`]), post-processed to KubeRay's style.
 ///
-/// These are the committed files of `manifests/crds/`, embedded in the binary and parsed once
+/// These are the committed files of `manifests/chart/files/crds/`, embedded in the binary and parsed once
 /// per process: generating them from the types takes seconds (kube-derive's structural-schema
 /// rewrite round-trips the whole schema through serde), far too slow for a CLI start or a
 /// webhook cold start. The `crds` integration test keeps the files equal to
@@ -70,19 +70,19 @@ pub fn ray_crds() -> Vec<CustomResourceDefinition> {
 pub(crate) const COMMITTED: [(&str, &str); 3] = [
     (
         "ray.io_rayclusters.yaml",
-        include_str!("../../../manifests/crds/ray.io_rayclusters.yaml"),
+        include_str!("../../../manifests/chart/files/crds/ray.io_rayclusters.yaml"),
     ),
     (
         "ray.io_rayjobs.yaml",
-        include_str!("../../../manifests/crds/ray.io_rayjobs.yaml"),
+        include_str!("../../../manifests/chart/files/crds/ray.io_rayjobs.yaml"),
     ),
     (
         QUEUE_POLICY_FILE,
-        include_str!("../../../manifests/crds/raygate.io_queuepolicies.yaml"),
+        include_str!("../../../manifests/chart/files/crds/raygate.io_queuepolicies.yaml"),
     ),
 ];
 
-/// File of raygate's own QueuePolicy CRD in `manifests/crds/`.
+/// File of raygate's own QueuePolicy CRD in `manifests/chart/files/crds/`.
 pub(crate) const QUEUE_POLICY_FILE: &str = "raygate.io_queuepolicies.yaml";
 
 /// The embedded CRDs, parsed once.
@@ -98,13 +98,13 @@ pub(crate) static CRDS: LazyLock<Vec<CustomResourceDefinition>> = LazyLock::new(
                 .map_err(|e| e.to_string())
                 .unwrap_or_else(|e| {
                     // A build-time artefact that does not parse is a packaging bug, not input.
-                    panic!("embedded manifests/crds/{name} is not a CRD: {e}")
+                    panic!("embedded manifests/chart/files/crds/{name} is not a CRD: {e}")
                 })
         })
         .collect()
 });
 
-/// The CRDs generated from the types (slow: seconds). Only for writing `manifests/crds/` and
+/// The CRDs generated from the types (slow: seconds). Only for writing `manifests/chart/files/crds/` and
 /// for checking that the committed files are current.
 fn generated_crds() -> Vec<CustomResourceDefinition> {
     vec![
@@ -451,7 +451,7 @@ fn render_one(crd: &CustomResourceDefinition) -> String {
     format!("---\n{body}")
 }
 
-/// The files of `manifests/crds/` as the types generate them: `(file name, YAML)`, sorted by
+/// The files of `manifests/chart/files/crds/` as the types generate them: `(file name, YAML)`, sorted by
 /// file name. Slow (seconds); what `raygate crds --write` writes.
 pub fn generate_crd_files() -> Vec<(String, String)> {
     let mut files: Vec<_> = generated_crds()
@@ -462,7 +462,7 @@ pub fn generate_crd_files() -> Vec<(String, String)> {
     files
 }
 
-/// The committed files of `manifests/crds/` embedded in this build: `(file name, YAML)`.
+/// The committed files of `manifests/chart/files/crds/` embedded in this build: `(file name, YAML)`.
 pub fn crd_files() -> Vec<(String, String)> {
     COMMITTED
         .iter()

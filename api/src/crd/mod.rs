@@ -22,7 +22,7 @@
 //!   `name: ""` on local object references, and the legacy volume-source defaults).
 //!
 //! [`render_crds_yaml`] and [`crd_files`] render them as YAML; the committed copies live in
-//! `manifests/crds/` and a test fails when they drift. Each CRD is a few hundred kB of JSON (a
+//! `manifests/chart/files/crds/` and a test fails when they drift. Each CRD is a few hundred kB of JSON (a
 //! test keeps each under 1,000,000 bytes, well below etcd's 1.5 MiB), which is more than the
 //! 256 KiB `kubectl.kubernetes.io/last-applied-configuration` annotation can hold: install them
 //! with `kubectl apply --server-side` or `kubectl create`, as KubeRay's own CRDs.

@@ -423,7 +423,7 @@ fn compile_embedded() -> Vec<(String, String, Shared)> {
     {
         let crd: DeclaredCrd = serde_saphyr::from_str(yaml).unwrap_or_else(|e| {
             // A build-time artefact that does not parse is a packaging bug, not input.
-            panic!("embedded manifests/crds/{name} is not a CRD: {e}")
+            panic!("embedded manifests/chart/files/crds/{name} is not a CRD: {e}")
         });
         let DeclaredCrdSpec {
             group,

@@ -1752,7 +1752,7 @@ fn every_keyword_the_crds_declare_is_read_into_the_compiled_schema() {
     schema::lookup("ray.io/v1", "RayJob")
         .expect("served")
         .walk(&mut nodes);
-    let yaml = include_str!("../../../manifests/crds/ray.io_rayjobs.yaml");
+    let yaml = include_str!("../../../manifests/chart/files/crds/ray.io_rayjobs.yaml");
     type IsRead = fn(&Node) -> bool;
     let checks: [(&str, IsRead); 13] = [
         ("minItems", |n| n.min_items.is_some()),
