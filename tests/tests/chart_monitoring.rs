@@ -370,12 +370,37 @@ async fn every_metric_the_alerts_and_the_dashboard_use_is_one_raygate_exports() 
         &[(NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE)],
     )
     .await;
-    ns.api::<RayCluster>()
+    let cluster = ns
+        .api::<RayCluster>()
         .create(&PostParams::default(), &ray_cluster())
         .await
         .expect("create the RayCluster");
+    // raygate's own reconciler builds its Pods already onboarded, so the webhook has nothing to
+    // patch in them: a worker Pod as KubeRay writes it (no scheduler, no gang) gets a patch,
+    // which the patch-size histogram records. Dry run: nothing is left to schedule.
+    let worker: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "generateName": "metrics-small-worker-",
+            "labels": {"ray.io/cluster": "metrics", "ray.io/node-type": "worker", "ray.io/group": "small"},
+            "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": "metrics",
+                                 "uid": cluster.metadata.uid.clone().expect("uid"),
+                                 "controller": true, "blockOwnerDeletion": true}],
+        },
+        "spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray:2.60.0"}]},
+    }))
+    .expect("a Pod");
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
     let started = Instant::now();
     let (exported, failures, missing) = loop {
+        // Once the webhook's caches know the RayCluster, the Pod is patched.
+        ns.api::<k8s_openapi::api::core::v1::Pod>()
+            .create(&dry_run, &worker)
+            .await
+            .expect("the dry-run worker Pod is admitted");
         let (exported, failures) = scrape(&endpoints).await;
         let missing: Vec<&String> = uses
             .keys()
