@@ -69,7 +69,10 @@ async fn the_whole_rendering_passes_a_server_side_dry_run_apply() {
         assert_eq!(answer.metadata.name.as_deref(), Some(name.as_str()));
         applied.push(format!("{kind}/{name}"));
     }
-    assert_eq!(applied.len(), 14, "{applied:?}");
+    // Namespace, 3 CRDs, ServiceAccount, ClusterRole and binding, Role and binding, the
+    // certificate Secret, the leader Lease, Service, Deployment, PodDisruptionBudget and the two
+    // webhook configurations.
+    assert_eq!(applied.len(), 16, "{applied:?}");
     // A dry run leaves no trace: raygate's Deployment does not exist afterwards.
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = ns.api();
     assert!(deployments.get_opt("raygate").await.expect("get").is_none());
