@@ -175,6 +175,17 @@ struct RuleOptions {
     reconciler: Reconciler,
 }
 
+/// `--namespace-label KEY=VALUE` (of `raygate reconcile`, `run` and `manifests`), split.
+fn namespace_label(input: &str) -> anyhow::Result<(&str, &str)> {
+    input.split_once('=').ok_or_else(|| {
+        anyhow::anyhow!(
+            "--namespace-label {input:?}: expected KEY=VALUE, e.g. {}={}",
+            raygate_api::keys::NAMESPACE_OPT_IN_LABEL,
+            raygate_api::keys::NAMESPACE_OPT_IN_VALUE
+        )
+    })
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Reconciler {
     /// raygate's lightweight reconciler.

@@ -167,14 +167,7 @@ fn pairs(flag: &str, input: &str) -> Result<BTreeMap<String, String>> {
 impl InstallArgs {
     /// The checked settings, and the CA bundle of `--ca-bundle-file`.
     fn options(self) -> Result<(InstallOptions, Option<String>)> {
-        let Some((key, value)) = self.namespace_label.split_once('=') else {
-            bail!(
-                "--namespace-label {:?}: expected KEY=VALUE, e.g. {}={}",
-                self.namespace_label,
-                keys::NAMESPACE_OPT_IN_LABEL,
-                keys::NAMESPACE_OPT_IN_VALUE
-            );
-        };
+        let (key, value) = crate::namespace_label(&self.namespace_label)?;
         if !self.enable_webhook && !self.enable_reconciler {
             bail!("--enable-webhook=false and --enable-reconciler=false leave nothing to run");
         }

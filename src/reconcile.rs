@@ -132,14 +132,7 @@ pub struct Args {
 impl Args {
     /// The reconciler's configuration, checked.
     pub fn config(self) -> Result<Config> {
-        let Some((key, value)) = self.namespace_label.split_once('=') else {
-            bail!(
-                "--namespace-label {:?}: expected KEY=VALUE, e.g. {}={}",
-                self.namespace_label,
-                keys::NAMESPACE_OPT_IN_LABEL,
-                keys::NAMESPACE_OPT_IN_VALUE
-            );
-        };
+        let (key, value) = crate::namespace_label(&self.namespace_label)?;
         let (lease_duration, renew_grace) = (
             self.lease_duration.as_secs(),
             self.lease_renew_grace.as_secs(),
