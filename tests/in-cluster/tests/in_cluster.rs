@@ -77,34 +77,30 @@ async fn the_api_server_calls_the_webhooks_through_the_service_with_raygates_own
     assert!(secret.data.is_some_and(|d| !d.is_empty()));
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let mut bundles = Vec::new();
-    for webhook in mutating
-        .get("raygate")
-        .await
-        .expect("mutating")
-        .webhooks
-        .unwrap_or_default()
-    {
-        let service = webhook.client_config.service.expect("a Service, not a URL");
-        assert_eq!(
-            (service.name.as_str(), service.namespace.as_str()),
-            ("raygate", ns.as_str())
-        );
-        bundles.push(webhook.client_config.ca_bundle.expect("injected").0);
-    }
-    for webhook in validating
+    let mutating = mutating.get("raygate").await.expect("mutating").webhooks;
+    let validating = validating
         .get("raygate")
         .await
         .expect("validating")
-        .webhooks
+        .webhooks;
+    let client_configs = mutating
         .unwrap_or_default()
-    {
-        let service = webhook.client_config.service.expect("a Service, not a URL");
+        .into_iter()
+        .map(|w| w.client_config)
+        .chain(
+            validating
+                .unwrap_or_default()
+                .into_iter()
+                .map(|w| w.client_config),
+        );
+    let mut bundles = Vec::new();
+    for config in client_configs {
+        let service = config.service.expect("a Service, not a URL");
         assert_eq!(
             (service.name.as_str(), service.namespace.as_str()),
             ("raygate", ns.as_str())
         );
-        bundles.push(webhook.client_config.ca_bundle.expect("injected").0);
+        bundles.push(config.ca_bundle.expect("injected").0);
     }
     let crds: Api<CustomResourceDefinition> = Api::all(client);
     for name in ["rayjobs.ray.io", "rayclusters.ray.io"] {
