@@ -30,6 +30,7 @@ use raygate_api::check::{self, ObjectReport};
 use raygate_api::features::FeatureGates;
 use raygate_api::finding::{Finding, Severity};
 use raygate_api::input::{self, Document};
+use raygate_api::settings::OptInLabel;
 use raygate_api::sizing;
 use raygate_api::validation::{ReconcilerKind, ValidationContext};
 use raygate_api::{crd, volcano::PodGroup};
@@ -113,6 +114,8 @@ enum Command {
         #[command(flatten)]
         server: Box<webhook::WebhookArgs>,
         #[command(flatten)]
+        opt_in: OptInArgs,
+        #[command(flatten)]
         rules: RuleOptions,
         #[command(flatten)]
         log: logging::LogArgs,
@@ -175,15 +178,19 @@ struct RuleOptions {
     reconciler: Reconciler,
 }
 
-/// `--namespace-label KEY=VALUE` (of `raygate reconcile`, `run` and `manifests`), split.
-fn namespace_label(input: &str) -> anyhow::Result<(&str, &str)> {
-    input.split_once('=').ok_or_else(|| {
-        anyhow::anyhow!(
-            "--namespace-label {input:?}: expected KEY=VALUE, e.g. {}={}",
-            raygate_api::keys::NAMESPACE_OPT_IN_LABEL,
-            raygate_api::keys::NAMESPACE_OPT_IN_VALUE
-        )
-    })
+/// `--namespace-label`, one definition for every subcommand that needs it (`webhook`,
+/// `reconcile`, `run`, `manifests`), so that its name, environment variable and default agree.
+#[derive(clap::Args, Debug)]
+pub(crate) struct OptInArgs {
+    /// The namespace label that opts a namespace into Volcano gang scheduling: Pod
+    /// onboarding, PodGroups and QueuePolicies act only in namespaces labelled with it.
+    #[arg(
+        long,
+        env = "RAYGATE_NAMESPACE_LABEL",
+        value_name = "KEY=VALUE",
+        default_value_t = OptInLabel::default()
+    )]
+    pub(crate) namespace_label: OptInLabel,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -241,8 +248,13 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Crds { write } => crds(write),
         Command::Convert { files, to } => convert::run(&files.files, to),
         Command::Manifests { install, webhooks } => manifests::run(*install, webhooks),
-        Command::Webhook { server, rules, log } => {
-            webhook::run(*server, rules.context(), log)?;
+        Command::Webhook {
+            server,
+            opt_in,
+            rules,
+            log,
+        } => {
+            webhook::run(*server, rules.context(), opt_in.namespace_label, log)?;
             Ok(EXIT_VALID)
         }
         Command::Reconcile { args, log } => {

@@ -66,13 +66,8 @@ pub struct InstallArgs {
     /// Replicas of the Deployment (2 or more get a PodDisruptionBudget).
     #[arg(long, default_value_t = 2, value_name = "N")]
     replicas: u32,
-    /// The namespace label that opts a namespace into Volcano gang scheduling.
-    #[arg(
-        long,
-        value_name = "KEY=VALUE",
-        default_value_t = format!("{}={}", keys::NAMESPACE_OPT_IN_LABEL, keys::NAMESPACE_OPT_IN_VALUE)
-    )]
-    namespace_label: String,
+    #[command(flatten)]
+    opt_in: crate::OptInArgs,
     /// `failurePolicy` of the webhooks of opted-in namespaces (QueuePolicies are always
     /// checked: `Fail`).
     #[arg(long, value_enum, default_value_t = FailurePolicyArg::Fail)]
@@ -167,7 +162,6 @@ fn pairs(flag: &str, input: &str) -> Result<BTreeMap<String, String>> {
 impl InstallArgs {
     /// The checked settings, and the CA bundle of `--ca-bundle-file`.
     fn options(self) -> Result<(InstallOptions, Option<String>)> {
-        let (key, value) = crate::namespace_label(&self.namespace_label)?;
         if !self.enable_webhook && !self.enable_reconciler {
             bail!("--enable-webhook=false and --enable-reconciler=false leave nothing to run");
         }
@@ -208,7 +202,7 @@ impl InstallArgs {
             image: self.image,
             image_pull_policy: self.image_pull_policy,
             replicas: self.replicas,
-            opt_in_label: (key.to_owned(), value.to_owned()),
+            opt_in_label: self.opt_in.namespace_label,
             failure_policy: match self.failure_policy {
                 FailurePolicyArg::Fail => FailurePolicy::Fail,
                 FailurePolicyArg::Ignore => FailurePolicy::Ignore,

@@ -10,7 +10,6 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use raygate_api::cluster::{BuildOptions, DEFAULT_CLUSTER_DOMAIN};
 use raygate_api::features::FeatureGates;
-use raygate_api::keys;
 use raygate_api::validation::{ReconcilerKind, ValidationContext};
 use raygate_certs::config::parse_duration;
 use raygate_reconciler::{Config, LeaderElection};
@@ -32,14 +31,8 @@ pub struct Args {
     /// does not select are left alone.
     #[arg(long, env = "RAYGATE_NAMESPACE_SELECTOR", value_name = "SELECTOR")]
     namespace_selector: Option<String>,
-    /// The namespace label that opts a namespace into Volcano gang scheduling.
-    #[arg(
-        long,
-        env = "RAYGATE_NAMESPACE_LABEL",
-        value_name = "KEY=VALUE",
-        default_value_t = format!("{}={}", keys::NAMESPACE_OPT_IN_LABEL, keys::NAMESPACE_OPT_IN_VALUE)
-    )]
-    namespace_label: String,
+    #[command(flatten)]
+    opt_in: crate::OptInArgs,
     /// Which controller runs the RayJobs and RayClusters of namespaces without the
     /// `raygate.io/reconciler` label: `raygate` (raygate's own controllers) or `kuberay` (a
     /// KubeRay operator without a batch scheduler runs them; raygate only keeps their
@@ -132,7 +125,6 @@ pub struct Args {
 impl Args {
     /// The reconciler's configuration, checked.
     pub fn config(self) -> Result<Config> {
-        let (key, value) = crate::namespace_label(&self.namespace_label)?;
         let (lease_duration, renew_grace) = (
             self.lease_duration.as_secs(),
             self.lease_renew_grace.as_secs(),
@@ -163,7 +155,7 @@ impl Args {
                 .filter(|ns| !ns.is_empty())
                 .collect(),
             namespace_selector: self.namespace_selector.filter(|s| !s.trim().is_empty()),
-            opt_in_label: (key.to_string(), value.to_string()),
+            opt_in_label: self.opt_in.namespace_label,
             concurrency: self.concurrency,
             default_reconciler: self.reconciler.into(),
             validation: ValidationContext {
@@ -227,11 +219,8 @@ mod tests {
         let config = config(&["--identity", "me"]).expect("defaults are valid");
         assert!(config.watch_namespaces.is_empty());
         assert_eq!(
-            config.opt_in_label,
-            (
-                raygate_api::keys::NAMESPACE_OPT_IN_LABEL.to_string(),
-                raygate_api::keys::NAMESPACE_OPT_IN_VALUE.to_string()
-            )
+            config.opt_in_label.to_string(),
+            "raygate.io/scheduler=volcano"
         );
         let election = config.leader_election.expect("leader election is on");
         assert_eq!(election.lease_name, "raygate-reconciler");
@@ -275,7 +264,7 @@ mod tests {
         .expect("valid flags");
         assert_eq!(config.watch_namespaces, ["a", "b", "c"]);
         assert!(config.leader_election.is_none());
-        assert_eq!(config.opt_in_label.0, "team.example/gang");
+        assert_eq!(config.opt_in_label.to_string(), "team.example/gang=yes");
         assert!(config.build.head_cluster_ip);
         assert_eq!(config.scopes().len(), 3);
     }
@@ -284,7 +273,10 @@ mod tests {
     fn bad_values_name_the_flag() {
         let error = config(&["--namespace-label", "novalue"]).expect_err("no =");
         assert!(
-            error.to_string().starts_with("--namespace-label"),
+            error
+                .to_string()
+                .contains("'--namespace-label <KEY=VALUE>'")
+                && error.to_string().contains("write KEY=VALUE"),
             "{error}"
         );
         let error = config(&["--lease-duration", "5s", "--lease-renew-grace", "5s"])

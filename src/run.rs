@@ -37,6 +37,9 @@ pub fn run(args: RunArgs, log: LogArgs) -> Result<()> {
     let config = args.reconciler.config()?;
     // The webhook validates for whichever controller runs the objects.
     let mut validation = config.validation.clone();
+    // One opt-in label for both parts: the reconciler's PodGroups are for exactly the Pods the
+    // webhook onboards.
+    let opt_in = config.opt_in_label.clone();
     validation.reconciler =
         if args.enable_reconciler && config.default_reconciler == ReconcilerKind::Raygate {
             ReconcilerKind::Raygate
@@ -49,7 +52,7 @@ pub fn run(args: RunArgs, log: LogArgs) -> Result<()> {
     runtime.block_on(async move {
         let webhook = async {
             if args.enable_webhook {
-                webhook::serve_args(*args.webhook, validation).await
+                webhook::serve_args(*args.webhook, validation, opt_in).await
             } else {
                 Ok(())
             }

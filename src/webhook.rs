@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use raygate_api::settings::OptInLabel;
 use raygate_api::validation::ValidationContext;
 use raygate_certs::CertResolver;
 use raygate_certs::CertSource;
@@ -70,17 +71,26 @@ fn seconds(flag: &str, value: f64) -> Result<Duration> {
 }
 
 /// Runs the webhook server until SIGTERM or SIGINT, then drains in-flight requests.
-pub fn run(args: WebhookArgs, validation: ValidationContext, log: LogArgs) -> Result<()> {
+pub fn run(
+    args: WebhookArgs,
+    validation: ValidationContext,
+    opt_in: OptInLabel,
+    log: LogArgs,
+) -> Result<()> {
     crate::logging::init(log);
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?
-        .block_on(serve_args(args, validation))
+        .block_on(serve_args(args, validation, opt_in))
 }
 
 /// Serves the webhook until SIGTERM or SIGINT, on the caller's runtime (`raygate run`).
-pub async fn serve_args(args: WebhookArgs, validation: ValidationContext) -> Result<()> {
+pub async fn serve_args(
+    args: WebhookArgs,
+    validation: ValidationContext,
+    opt_in: OptInLabel,
+) -> Result<()> {
     let limits = Limits {
         max_body_bytes: args.max_request_bytes,
         request_timeout: seconds("request-timeout", args.request_timeout)?,
@@ -92,12 +102,13 @@ pub async fn serve_args(args: WebhookArgs, validation: ValidationContext) -> Res
         ..ServeOptions::default()
     };
     let cert_source = args.certs.source()?;
-    serve(args, validation, limits, options, cert_source).await
+    serve(args, validation, opt_in, limits, options, cert_source).await
 }
 
 async fn serve(
     args: WebhookArgs,
     validation: ValidationContext,
+    opt_in: OptInLabel,
     limits: Limits,
     options: ServeOptions,
     cert_source: CertSource,
@@ -121,6 +132,7 @@ async fn serve(
         certs: certs.clone(),
         metrics: Arc::new(Metrics::with_registry(registry)),
         validation: Arc::new(validation),
+        opt_in: Arc::new(opt_in),
         limits,
         draining: Draining::default(),
     };

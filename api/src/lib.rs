@@ -31,6 +31,7 @@ pub mod quantity;
 pub mod queue_policy;
 pub mod ray;
 pub mod runtime_env;
+pub mod settings;
 pub mod sizing;
 pub mod validation;
 pub mod volcano;

@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 
 use crate::crd;
 use crate::keys;
+use crate::settings::OptInLabel;
 
 /// The inputs of a rendering: every setting the Helm chart (`manifests/chart`) offers too, so
 /// that `raygate manifests` and `helm template` render the same objects for the same settings
@@ -41,8 +42,8 @@ pub struct InstallOptions {
     pub image_pull_policy: String,
     /// Replicas of the Deployment; with 2 or more a PodDisruptionBudget keeps one serving.
     pub replicas: u32,
-    /// The namespace label (key, value) that opts a namespace into Volcano gang scheduling.
-    pub opt_in_label: (String, String),
+    /// The namespace label that opts a namespace into Volcano gang scheduling.
+    pub opt_in_label: OptInLabel,
     /// `failurePolicy` of the webhooks of opted-in namespaces.
     pub failure_policy: FailurePolicy,
     /// Where the webhook's serving certificate comes from.
@@ -150,10 +151,7 @@ impl Default for InstallOptions {
             image: DEFAULT_IMAGE.to_owned(),
             image_pull_policy: "IfNotPresent".to_owned(),
             replicas: 2,
-            opt_in_label: (
-                keys::NAMESPACE_OPT_IN_LABEL.to_owned(),
-                keys::NAMESPACE_OPT_IN_VALUE.to_owned(),
-            ),
+            opt_in_label: OptInLabel::default(),
             failure_policy: FailurePolicy::Fail,
             certificates: Certificates::SelfManaged,
             webhook: true,
@@ -176,13 +174,12 @@ impl InstallOptions {
 
     /// The container's `raygate run` arguments for these settings.
     fn args(&self) -> Vec<String> {
-        let (key, value) = &self.opt_in_label;
         let mut args = vec![
             "run".to_owned(),
             format!("--enable-webhook={}", self.webhook),
             format!("--enable-reconciler={}", self.reconciler),
             format!("--reconciler={}", self.default_reconciler),
-            format!("--namespace-label={key}={value}"),
+            format!("--namespace-label={}", self.opt_in_label),
             format!("--log-format={}", self.log_format),
         ];
         if !self.feature_gates.is_empty() {
@@ -754,7 +751,7 @@ fn container_env() -> Value {
 
 /// Namespaces raygate acts in: opted in, and never `kube-system` or its own.
 fn opted_in_namespaces(options: &InstallOptions) -> Value {
-    let (key, value) = &options.opt_in_label;
+    let OptInLabel { key, value } = &options.opt_in_label;
     json!({"matchExpressions": [
         {"key": key, "operator": "In", "values": [value]},
         {"key": keys::NAMESPACE_NAME_LABEL, "operator": "NotIn", "values": ["kube-system", options.namespace]},
@@ -871,7 +868,7 @@ fn validating_webhooks(options: &InstallOptions, client: &WebhookClient) -> Valu
         keys::VALIDATE_RAY_PATH,
         ray_rules(&["CREATE", "UPDATE"]),
     );
-    let (key, value) = &options.opt_in_label;
+    let OptInLabel { key, value } = &options.opt_in_label;
     elsewhere["namespaceSelector"] = json!({"matchExpressions": [
         {"key": key, "operator": "NotIn", "values": [value]},
         {"key": keys::NAMESPACE_NAME_LABEL, "operator": "NotIn", "values": ["kube-system", options.namespace]},

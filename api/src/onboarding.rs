@@ -60,12 +60,6 @@ pub fn originating_ray_job(labels: &Labels) -> Option<&str> {
         .flatten()
 }
 
-/// Whether a namespace with these labels opted into Volcano onboarding
-/// (`raygate.io/scheduler=volcano`).
-pub fn namespace_opted_in(namespace_labels: &Labels) -> bool {
-    label(namespace_labels, keys::NAMESPACE_OPT_IN_LABEL) == Some(keys::NAMESPACE_OPT_IN_VALUE)
-}
-
 /// Whether a Pod is a mirror Pod (kubelet-managed static Pod), which admission must not touch.
 pub fn is_mirror_pod(pod_annotations: &Labels) -> bool {
     pod_annotations.contains_key(keys::MIRROR_POD_ANNOTATION)
@@ -311,20 +305,7 @@ mod tests {
     }
 
     #[test]
-    fn only_the_exact_opt_in_label_opts_in() {
-        assert!(namespace_opted_in(&labels(&[(
-            "raygate.io/scheduler",
-            "volcano"
-        )])));
-        assert!(!namespace_opted_in(&labels(&[(
-            "raygate.io/scheduler",
-            "default"
-        )])));
-        assert!(!namespace_opted_in(&labels(&[(
-            "raygate.io/scheduler",
-            ""
-        )])));
-        assert!(!namespace_opted_in(&labels(&[])));
+    fn mirror_pods_are_told_apart() {
         assert!(is_mirror_pod(&labels(&[(
             "kubernetes.io/config.mirror",
             "x"

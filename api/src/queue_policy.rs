@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use crate::finding::{Compat, Finding};
 use crate::quantity::ResourceQuantity;
+use crate::settings::OptInLabel;
 use crate::validation::k8s;
 
 /// Which Volcano queues, priority classes and gang sizes the Ray objects of the selected
@@ -162,25 +163,18 @@ impl AsRef<QueuePolicy> for QueuePolicy {
     }
 }
 
-/// Whether a namespace with these labels is opted into Volcano scheduling
-/// (`raygate.io/scheduler=volcano`), the only namespaces a QueuePolicy governs.
-pub fn namespace_opted_in(namespace_labels: &BTreeMap<String, String>) -> bool {
-    namespace_labels
-        .get(crate::keys::NAMESPACE_OPT_IN_LABEL)
-        .map(String::as_str)
-        == Some(crate::keys::NAMESPACE_OPT_IN_VALUE)
-}
-
 /// The status a policy should have, given the labels of every namespace in the cluster:
-/// `observedGeneration` = its generation, `matchedNamespaces` = the opted-in namespaces it
-/// selects. `None` when the current status already says so (nothing to write).
+/// `observedGeneration` = its generation, `matchedNamespaces` = the namespaces opted in by
+/// `opt_in` (the only ones a QueuePolicy governs) that it selects. `None` when the current
+/// status already says so (nothing to write).
 pub fn desired_status<'a>(
     policy: &QueuePolicy,
+    opt_in: &OptInLabel,
     namespaces: impl IntoIterator<Item = &'a BTreeMap<String, String>>,
 ) -> Option<QueuePolicyStatus> {
     let matched = namespaces
         .into_iter()
-        .filter(|labels| namespace_opted_in(labels) && policy.selects(labels))
+        .filter(|labels| opt_in.selects(labels) && policy.selects(labels))
         .count();
     let status = QueuePolicyStatus {
         observed_generation: policy.metadata.generation,
@@ -617,11 +611,20 @@ mod tests {
 
     #[test]
     fn status_counts_opted_in_selected_namespaces_and_is_written_only_on_change() {
-        let opt_in = (
-            crate::keys::NAMESPACE_OPT_IN_LABEL,
-            crate::keys::NAMESPACE_OPT_IN_VALUE,
-        );
+        let opt_in = ("team.example.com/gang", "on");
+        let label = OptInLabel {
+            key: opt_in.0.to_owned(),
+            value: opt_in.1.to_owned(),
+        };
         let namespaces = [
+            // raygate's default label opts nothing in when another one is configured.
+            labels(&[
+                (
+                    crate::keys::NAMESPACE_OPT_IN_LABEL,
+                    crate::keys::NAMESPACE_OPT_IN_VALUE,
+                ),
+                ("team", "a"),
+            ]),
             labels(&[opt_in, ("team", "a")]),
             labels(&[opt_in, ("team", "b")]),
             labels(&[("team", "a")]),
@@ -636,19 +639,19 @@ mod tests {
             },
         );
         policy.metadata.generation = Some(3);
-        let status = desired_status(&policy, &namespaces).expect("no status yet");
+        let status = desired_status(&policy, &label, &namespaces).expect("no status yet");
         assert_eq!(status.observed_generation, Some(3));
         assert_eq!(status.matched_namespaces, Some(2));
         policy.status = Some(status);
-        assert_eq!(desired_status(&policy, &namespaces), None);
+        assert_eq!(desired_status(&policy, &label, &namespaces), None);
         policy.metadata.generation = Some(4);
         assert_eq!(
-            desired_status(&policy, &namespaces).and_then(|s| s.observed_generation),
+            desired_status(&policy, &label, &namespaces).and_then(|s| s.observed_generation),
             Some(4)
         );
         policy.spec.namespace_selector = None;
         assert_eq!(
-            desired_status(&policy, &namespaces).and_then(|s| s.matched_namespaces),
+            desired_status(&policy, &label, &namespaces).and_then(|s| s.matched_namespaces),
             Some(3)
         );
     }

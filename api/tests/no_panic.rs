@@ -10,6 +10,7 @@ use raygate_api::check::check_object;
 use raygate_api::input::parse_documents;
 use raygate_api::keys;
 use raygate_api::queue_policy::QueuePolicy;
+use raygate_api::settings::OptInLabel;
 use raygate_api::sizing;
 use raygate_api::validation::{ReconcilerKind, ValidationContext};
 use raygate_api::volcano::Queue;
@@ -139,6 +140,7 @@ fn review_everything(object: &Value, old: &Value) {
                 object: object.clone(),
                 old_object: old_object.cloned(),
                 namespace: &namespace,
+                opt_in: &OptInLabel::default(),
                 queues: &queues,
                 policies: &policies,
                 context: &ctx,

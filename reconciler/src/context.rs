@@ -257,8 +257,7 @@ impl Context {
                 return None;
             }
         };
-        let (key, value) = &self.config.opt_in_label;
-        let scope = if labels.and_then(|l| l.get(key)) == Some(value) {
+        let scope = if labels.is_some_and(|l| self.config.opt_in_label.selects(l)) {
             NamespaceScope::Volcano
         } else {
             NamespaceScope::Plain

@@ -35,6 +35,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::{Api, Client, Resource};
 use kube_lease_manager::LeaseManagerBuilder;
 use raygate_api::cluster::BuildOptions;
+use raygate_api::settings::OptInLabel;
 use raygate_api::validation::{ReconcilerKind, ValidationContext};
 
 pub use context::{Context, NamespaceScope, Shutdown, ShutdownTrigger};
@@ -68,8 +69,8 @@ pub struct Config {
     pub watch_namespaces: Vec<String>,
     /// Label selector on Namespaces: objects in other namespaces are left alone.
     pub namespace_selector: Option<String>,
-    /// The namespace label (key, value) that opts a namespace into Volcano.
-    pub opt_in_label: (String, String),
+    /// The namespace label that opts a namespace into Volcano.
+    pub opt_in_label: OptInLabel,
     /// Reconciles run at once per controller (0: unbounded).
     pub concurrency: u16,
     /// Which controller runs the Ray objects of namespaces without the
@@ -107,10 +108,7 @@ impl Default for Config {
         Config {
             watch_namespaces: Vec::new(),
             namespace_selector: None,
-            opt_in_label: (
-                raygate_api::keys::NAMESPACE_OPT_IN_LABEL.to_string(),
-                raygate_api::keys::NAMESPACE_OPT_IN_VALUE.to_string(),
-            ),
+            opt_in_label: OptInLabel::default(),
             concurrency: 4,
             default_reconciler: ReconcilerKind::Raygate,
             validation: ValidationContext {

@@ -21,6 +21,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use raygate_api::queue_policy::{QueuePolicy, desired_status};
+use raygate_api::settings::OptInLabel;
 use serde_json::json;
 use tracing::{debug, info, warn};
 
@@ -49,6 +50,7 @@ pub enum Error {
 struct Context {
     policies: Api<QueuePolicy>,
     namespaces: Store<Namespace>,
+    opt_in: OptInLabel,
 }
 
 /// The QueuePolicy status controller as one of the reconciler's [`crate::Controller`]s: it
@@ -56,12 +58,23 @@ struct Context {
 pub fn controller() -> crate::Controller {
     crate::Controller {
         name: "queuepolicy",
-        run: |ctx| Box::pin(run(ctx.client.clone(), ctx.shutdown.clone().wait())),
+        run: |ctx| {
+            Box::pin(run(
+                ctx.client.clone(),
+                ctx.config.opt_in_label.clone(),
+                ctx.shutdown.clone().wait(),
+            ))
+        },
     }
 }
 
-/// Runs the QueuePolicy status controller until `shutdown` resolves.
-pub async fn run(client: Client, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+/// Runs the QueuePolicy status controller until `shutdown` resolves; `opt_in` says which
+/// namespaces a policy can match.
+pub async fn run(
+    client: Client,
+    opt_in: OptInLabel,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
     let policies = Api::<QueuePolicy>::all(client.clone());
     let (namespaces, writer) = reflector::store();
     let namespace_events = reflector::reflector(
@@ -74,6 +87,7 @@ pub async fn run(client: Client, shutdown: impl Future<Output = ()> + Send + Syn
     let context = Arc::new(Context {
         policies: policies.clone(),
         namespaces,
+        opt_in,
     });
     info!("QueuePolicy status controller started");
     Controller::new(policies, watcher::Config::default())
@@ -101,7 +115,7 @@ async fn reconcile(policy: Arc<QueuePolicy>, context: Arc<Context>) -> Result<Ac
     let labels = namespaces
         .iter()
         .map(|ns| ns.metadata.labels.as_ref().unwrap_or(&empty));
-    let Some(status) = desired_status(&policy, labels) else {
+    let Some(status) = desired_status(&policy, &context.opt_in, labels) else {
         return Ok(Action::await_change());
     };
     context

@@ -66,7 +66,8 @@ async fn wait_status(
 #[tokio::test]
 async fn status_reports_observed_generation_and_matched_namespaces() {
     let env = Env::load();
-    let opt_in = (keys::NAMESPACE_OPT_IN_LABEL, keys::NAMESPACE_OPT_IN_VALUE);
+    // A non-default opt-in label (`--namespace-label`): only it opts namespaces in.
+    let opt_in = ("qp.example.com/gang", "on");
     let a = TestNamespace::with_labels(&env, "qp-status-a", &[opt_in]).await;
     let marker = a.name().to_string();
     let client = a.client();
@@ -74,10 +75,17 @@ async fn status_reports_observed_generation_and_matched_namespaces() {
     let b = TestNamespace::with_labels(&env, "qp-status-b", &[opt_in, (MARKER, &marker)]).await;
     // Selected but not opted in: never counted.
     let _c = TestNamespace::with_labels(&env, "qp-status-c", &[(MARKER, &marker)]).await;
+    // Selected, and labelled with raygate's default opt-in label, which is not the one in force.
+    let default_label = (keys::NAMESPACE_OPT_IN_LABEL, keys::NAMESPACE_OPT_IN_VALUE);
+    let _d =
+        TestNamespace::with_labels(&env, "qp-status-d", &[default_label, (MARKER, &marker)]).await;
 
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let controller = tokio::spawn(raygate_reconciler::queue_policy::run(
         client.clone(),
+        format!("{}={}", opt_in.0, opt_in.1)
+            .parse()
+            .expect("a label"),
         async move {
             let _ = stopped.await;
         },
@@ -103,7 +111,7 @@ async fn status_reports_observed_generation_and_matched_namespaces() {
     wait_status(&a, &policies, &name, (2, 2)).await;
 
     // A namespace leaving Volcano scheduling is no longer counted, without any policy change.
-    label_namespace(&client, b.name(), keys::NAMESPACE_OPT_IN_LABEL, None).await;
+    label_namespace(&client, b.name(), opt_in.0, None).await;
     wait_status(&a, &policies, &name, (2, 1)).await;
 
     policies

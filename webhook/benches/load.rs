@@ -293,6 +293,7 @@ fn serve() {
             certs: certs.clone(),
             metrics: Arc::new(Metrics::new()),
             validation: Arc::new(ValidationContext::default()),
+            opt_in: Arc::default(),
             limits: Limits::default(),
             draining: Draining::default(),
         };

@@ -9,9 +9,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use raygate_api::keys;
 use raygate_api::onboarding::{
     GangMembership, Labels, RayPodRole, cluster_ray_job, controlling_job,
-    gang_owner_of_cluster_job, is_mirror_pod, namespace_opted_in, onboarding_patch,
-    originating_ray_job, ray_pod_role, submitter_job_ray_job,
+    gang_owner_of_cluster_job, is_mirror_pod, onboarding_patch, originating_ray_job, ray_pod_role,
+    submitter_job_ray_job,
 };
+use raygate_api::settings::OptInLabel;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -57,7 +58,12 @@ enum Candidate<'a> {
 }
 
 /// The verdict on a Pod review.
-pub async fn review_pod(caches: &Caches, request: &AdmissionRequest) -> Verdict {
+/// Only namespaces `opt_in` selects are onboarded.
+pub async fn review_pod(
+    caches: &Caches,
+    request: &AdmissionRequest,
+    opt_in: &OptInLabel,
+) -> Verdict {
     if request.operation != Operation::Create
         || request.kind.kind != "Pod"
         || !request.kind.group.is_empty()
@@ -97,7 +103,7 @@ pub async fn review_pod(caches: &Caches, request: &AdmissionRequest) -> Verdict 
     }
     match caches.namespace(namespace).await {
         Ok(Some(ns)) => {
-            if !namespace_opted_in(ns.metadata.labels.as_ref().unwrap_or(&Labels::new())) {
+            if !opt_in.selects(ns.metadata.labels.as_ref().unwrap_or(&Labels::new())) {
                 return Verdict::allow();
             }
         }

@@ -7,6 +7,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use raygate_api::admission::{self, Admission, RayObjectReview};
+use raygate_api::settings::OptInLabel;
 use raygate_api::validation::ValidationContext;
 use serde_json::Value;
 
@@ -49,6 +50,7 @@ pub async fn review_ray(
     caches: &Caches,
     request: &AdmissionRequest,
     context: &ValidationContext,
+    opt_in: &OptInLabel,
     webhook: RayWebhook,
 ) -> Verdict {
     let object = match reviewed_object(request) {
@@ -106,6 +108,7 @@ pub async fn review_ray(
         object: object.clone(),
         old_object,
         namespace: &namespace,
+        opt_in,
         queues: &queues,
         policies: &policies,
         context,

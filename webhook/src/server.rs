@@ -19,6 +19,7 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
+use raygate_api::settings::OptInLabel;
 use raygate_api::validation::ValidationContext;
 use raygate_certs::CertResolver;
 use tokio::net::{TcpListener, TcpStream};
@@ -94,6 +95,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Feature gates and reconciler choice for Ray object validation.
     pub validation: Arc<ValidationContext>,
+    /// The namespace label that opts a namespace into Pod onboarding and QueuePolicies.
+    pub opt_in: Arc<OptInLabel>,
     /// Request limits.
     pub limits: Limits,
     /// Set once graceful shutdown begins (by [`serve`], given this state).
@@ -286,12 +289,13 @@ async fn admit(
         }
     };
     let verdict = match webhook {
-        MUTATE_PODS_PATH => pods::review_pod(&state.caches, &request).await,
+        MUTATE_PODS_PATH => pods::review_pod(&state.caches, &request, &state.opt_in).await,
         MUTATE_RAY_PATH => {
             ray::review_ray(
                 &state.caches,
                 &request,
                 &state.validation,
+                &state.opt_in,
                 RayWebhook::Mutate,
             )
             .await
@@ -302,6 +306,7 @@ async fn admit(
                 &state.caches,
                 &request,
                 &state.validation,
+                &state.opt_in,
                 RayWebhook::Validate,
             )
             .await

@@ -126,6 +126,7 @@ pub fn router() -> Router {
         certs: Arc::new(CertResolver::new()),
         metrics: Arc::new(Metrics::new()),
         validation: Arc::new(validation),
+        opt_in: Arc::default(),
         limits: Limits::default(),
         draining: Draining::default(),
     })

@@ -17,6 +17,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use raygate_api::keys::{NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE};
+use raygate_api::settings::OptInLabel;
 use raygate_api::validation::ValidationContext;
 use raygate_api::volcano::{Queue, QueueSpec, QueueStatus};
 use raygate_certs::{CertResolver, certified_key_from_pem};
@@ -98,6 +99,9 @@ fn meta(ns: &str, name: &str, pairs: &[(&str, &str)], owners: Vec<OwnerReference
 
 /// The cluster state the tests run against: one opted-in and one plain namespace, a standalone
 /// RayCluster with queue and priority labels, and a RayCluster owned by a RayJob.
+/// A non-default opt-in label (`--namespace-label`), and the namespace `team` carries it.
+const TEAM_OPT_IN: (&str, &str) = ("team.example.com/gang", "on");
+
 fn world() -> Preloaded {
     let job_owner = OwnerReference {
         api_version: "ray.io/v1".into(),
@@ -117,6 +121,9 @@ fn world() -> Preloaded {
                 ..Namespace::default()
             },
             namespace("web", &[]),
+            // Opted in only where the server runs with `--namespace-label
+            // team.example.com/gang=on`.
+            namespace("team", &[(TEAM_OPT_IN.0, TEAM_OPT_IN.1)]),
         ],
         ray_clusters: vec![
             meta(
@@ -129,6 +136,7 @@ fn world() -> Preloaded {
                 vec![],
             ),
             meta("ml", "train-x7k2p", &[], vec![job_owner.clone()]),
+            meta("team", "standalone", &[], vec![]),
         ],
         ray_jobs: vec![
             ObjectMeta {
@@ -214,6 +222,11 @@ impl Server {
     }
 
     async fn start_with(limits: Limits, options: ServeOptions) -> Server {
+        Server::start_opting_in(limits, options, OptInLabel::default()).await
+    }
+
+    /// A server whose opt-in label is `opt_in`.
+    async fn start_opting_in(limits: Limits, options: ServeOptions, opt_in: OptInLabel) -> Server {
         let pki = mint_pki();
         let certs = Arc::new(CertResolver::new());
         certs.set(
@@ -228,6 +241,7 @@ impl Server {
             certs: certs.clone(),
             metrics: Arc::new(Metrics::with_registry(registry)),
             validation: Arc::new(ValidationContext::default()),
+            opt_in: Arc::new(opt_in),
             limits,
             draining: Draining::default(),
         };
@@ -1041,6 +1055,7 @@ async fn readiness_waits_for_the_certificate_and_the_caches() {
         certs: certs.clone(),
         metrics: Arc::new(Metrics::new()),
         validation: Arc::new(ValidationContext::default()),
+        opt_in: Arc::default(),
         limits: default_limits(),
         draining: Draining::default(),
     };
@@ -1099,6 +1114,49 @@ async fn the_mutating_ray_webhook_only_defaults_the_queue_and_the_validating_one
         response.get("patch").is_none(),
         "no defaulting outside opted-in namespaces: {response}"
     );
+    server.shut_down().await;
+}
+
+#[tokio::test]
+async fn a_non_default_opt_in_label_is_the_only_one_that_onboards_and_governs() {
+    let label = format!("{}={}", TEAM_OPT_IN.0, TEAM_OPT_IN.1);
+    let server = Server::start_opting_in(
+        default_limits(),
+        ServeOptions::default(),
+        label.parse().expect("a label"),
+    )
+    .await;
+    let pod = worker_pod("standalone", "cpu");
+    let response = server
+        .review("/mutate/pods", pod_request("team", "team", pod.clone()))
+        .await;
+    let onboarded = patched(&pod, &response);
+    assert_eq!(onboarded["spec"]["schedulerName"], "volcano", "{response}");
+    assert_eq!(
+        onboarded["metadata"]["annotations"]["scheduling.k8s.io/group-name"],
+        "ray-standalone-pg"
+    );
+    // `ml` carries raygate's default label, which is not the one in force.
+    let response = server
+        .review("/mutate/pods", pod_request("ml", "ml", pod))
+        .await;
+    assert_eq!(response["allowed"], true);
+    assert!(response.get("patch").is_none(), "{response}");
+
+    // Queue rules govern the namespaces of the label in force only.
+    let mut cluster = ray_cluster(1, 1, 2);
+    cluster["metadata"]["labels"] = json!({"volcano.sh/queue-name": "closed"});
+    let verdicts = [("team", false), ("ml", true)].map(|(namespace, allowed)| {
+        let mut cluster = cluster.clone();
+        cluster["metadata"]["namespace"] = json!(namespace);
+        let mut request = ray_request(namespace, "CREATE", cluster);
+        request["namespace"] = json!(namespace);
+        (request, allowed)
+    });
+    for (request, allowed) in verdicts {
+        let response = server.review("/validate/ray", request).await;
+        assert_eq!(response["allowed"], allowed, "{response}");
+    }
     server.shut_down().await;
 }
 

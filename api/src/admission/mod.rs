@@ -48,9 +48,8 @@ use crate::check::{RayKind, type_meta};
 use crate::coexist::namespace_reconciler;
 use crate::finding::{Finding, Severity};
 use crate::keys;
-use crate::queue_policy::{
-    QueuePolicy, matching_policies, namespace_opted_in, validate_queue_policy,
-};
+use crate::queue_policy::{QueuePolicy, matching_policies, validate_queue_policy};
+use crate::settings::OptInLabel;
 use crate::validation::ValidationContext;
 use crate::volcano::Queue;
 
@@ -95,6 +94,9 @@ pub struct RayObjectReview<'a> {
     /// Metadata of the object's Namespace (its labels decide opt-in and policy matching, its
     /// annotations the default queue).
     pub namespace: &'a ObjectMeta,
+    /// The namespace label that opts a namespace in (only opted-in namespaces are governed by
+    /// QueuePolicies).
+    pub opt_in: &'a OptInLabel,
     /// Volcano queues.
     pub queues: &'a dyn QueueLookup,
     /// Every QueuePolicy in the cluster; the review selects those that match the namespace.
@@ -148,6 +150,7 @@ pub fn review_ray_object(review: RayObjectReview<'_>) -> Admission {
         object,
         old_object,
         namespace,
+        opt_in,
         queues,
         policies,
         context,
@@ -180,7 +183,7 @@ pub fn review_ray_object(review: RayObjectReview<'_>) -> Admission {
         _ => context,
     };
     let object_labels = rules::labels(&object);
-    let governed = namespace_opted_in(namespace_labels)
+    let governed = opt_in.selects(namespace_labels)
         && !(kind == RayKind::RayCluster
             && crate::onboarding::originating_ray_job(&object_labels).is_some());
     let scope = rules::Scope {

@@ -626,7 +626,7 @@ fn files_mode_writes_the_given_ca_into_every_webhook_and_conversion() {
 fn settings_reach_the_selectors_the_policies_and_the_container() {
     let objects = render(&InstallOptions {
         replicas: 1,
-        opt_in_label: ("team.example.com/gang".to_owned(), "on".to_owned()),
+        opt_in_label: "team.example.com/gang=on".parse().expect("a label"),
         failure_policy: FailurePolicy::Ignore,
         default_reconciler: "kuberay".to_owned(),
         feature_gates: "RayJobDeletionPolicy=true".to_owned(),
