@@ -116,6 +116,8 @@ enum Command {
         #[command(flatten)]
         opt_in: OptInArgs,
         #[command(flatten)]
+        metrics: MetricsArgs,
+        #[command(flatten)]
         rules: RuleOptions,
         #[command(flatten)]
         log: logging::LogArgs,
@@ -129,6 +131,8 @@ enum Command {
         #[command(flatten)]
         args: Box<reconcile::Args>,
         #[command(flatten)]
+        metrics: MetricsArgs,
+        #[command(flatten)]
         log: logging::LogArgs,
     },
     /// Run the webhook and the reconciler in one process, as the install manifests'
@@ -139,6 +143,8 @@ enum Command {
     Run {
         #[command(flatten)]
         args: Box<run::RunArgs>,
+        #[command(flatten)]
+        metrics: MetricsArgs,
         #[command(flatten)]
         log: logging::LogArgs,
     },
@@ -191,6 +197,21 @@ pub(crate) struct OptInArgs {
         default_value_t = OptInLabel::default()
     )]
     pub(crate) namespace_label: OptInLabel,
+}
+
+/// `--metrics-address`, one definition for `webhook`, `reconcile` and `run`: a process has one
+/// plain-HTTP health and metrics listener, whichever parts it runs.
+#[derive(clap::Args, Debug)]
+pub(crate) struct MetricsArgs {
+    /// Address of the plain-HTTP listener for probes and scraping (`/healthz`, `/readyz`,
+    /// `/metrics`), one per process.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        default_value = "0.0.0.0:9090",
+        env = "RAYGATE_METRICS_ADDRESS"
+    )]
+    pub(crate) metrics_address: std::net::SocketAddr,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -251,18 +272,25 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Webhook {
             server,
             opt_in,
+            metrics,
             rules,
             log,
         } => {
-            webhook::run(*server, rules.context(), opt_in.namespace_label, log)?;
+            let shared = webhook::Shared {
+                validation: rules.context(),
+                opt_in: opt_in.namespace_label,
+                metrics_address: metrics.metrics_address,
+                more_metrics: None,
+            };
+            webhook::run(*server, shared, log)?;
             Ok(EXIT_VALID)
         }
-        Command::Reconcile { args, log } => {
-            reconcile::run(*args, log)?;
+        Command::Reconcile { args, metrics, log } => {
+            reconcile::run(*args, metrics, log)?;
             Ok(EXIT_VALID)
         }
-        Command::Run { args, log } => {
-            run::run(*args, log)?;
+        Command::Run { args, metrics, log } => {
+            run::run(*args, metrics, log)?;
             Ok(EXIT_VALID)
         }
         Command::Follow { args } => follow::run(args),

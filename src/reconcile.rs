@@ -4,7 +4,6 @@
 //! Only wiring: flags and environment become a [`raygate_reconciler::Config`]; logging is set
 //! up; the reconciler's own crate does the rest.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -98,14 +97,6 @@ pub struct Args {
     /// This replica's identity in the Lease (default: `<hostname>-<pid>`).
     #[arg(long, env = "RAYGATE_IDENTITY", value_name = "ID")]
     identity: Option<String>,
-    /// Address of the plain-HTTP `/healthz`, `/readyz` and `/metrics` listener.
-    #[arg(
-        long,
-        env = "RAYGATE_METRICS_ADDR",
-        default_value = "0.0.0.0:9091",
-        value_name = "ADDR"
-    )]
-    metrics_addr: SocketAddr,
     /// DNS suffix of Service names in the cluster (KubeRay's `CLUSTER_DOMAIN`).
     #[arg(long, env = "CLUSTER_DOMAIN", default_value = DEFAULT_CLUSTER_DOMAIN, value_name = "DOMAIN")]
     cluster_domain: String,
@@ -167,7 +158,6 @@ impl Args {
                 head_cluster_ip: self.head_service_cluster_ip,
             },
             leader_election,
-            metrics_addr: self.metrics_addr,
             kubeconfig: self.kubeconfig,
             ray_dashboard_address: self.ray_dashboard_address.filter(|a| !a.trim().is_empty()),
         })
@@ -185,15 +175,18 @@ fn default_identity() -> String {
     format!("{host}-{}", std::process::id())
 }
 
-/// Runs the reconciler until SIGTERM/SIGINT.
-pub fn run(args: Args, log: LogArgs) -> Result<()> {
+/// Runs the reconciler until SIGTERM/SIGINT, with its health and metrics on `--metrics-address`.
+pub fn run(args: Args, metrics: crate::MetricsArgs, log: LogArgs) -> Result<()> {
     crate::logging::init(log);
     let config = args.config()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(raygate_reconciler::run(config))?;
+    runtime.block_on(raygate_reconciler::run_serving_metrics(
+        config,
+        metrics.metrics_address,
+    ))?;
     Ok(())
 }
 
@@ -234,7 +227,6 @@ mod tests {
         );
         assert_eq!(config.validation.reconciler, ReconcilerKind::Raygate);
         assert_eq!(config.default_reconciler, ReconcilerKind::Raygate);
-        assert_eq!(config.metrics_addr.port(), 9091);
     }
 
     #[test]

@@ -8,8 +8,12 @@
 use anyhow::{Result, bail};
 use raygate_api::validation::ReconcilerKind;
 
+use std::sync::Arc;
+
+use raygate_webhook::MetricsSource;
+
 use crate::logging::LogArgs;
-use crate::{reconcile, webhook};
+use crate::{MetricsArgs, reconcile, webhook};
 
 /// Flags of `raygate run`: those of `raygate webhook` and `raygate reconcile`, plus which
 /// parts run.
@@ -28,8 +32,10 @@ pub struct RunArgs {
     reconciler: Box<reconcile::Args>,
 }
 
-/// Runs the enabled parts until SIGTERM/SIGINT or the first fatal error.
-pub fn run(args: RunArgs, log: LogArgs) -> Result<()> {
+/// Runs the enabled parts until SIGTERM/SIGINT or the first fatal error, with one health and
+/// metrics listener: the webhook's, which also serves the reconciler's metrics, or the
+/// reconciler's own when the webhook is off.
+pub fn run(args: RunArgs, metrics: MetricsArgs, log: LogArgs) -> Result<()> {
     if !args.enable_webhook && !args.enable_reconciler {
         bail!("--enable-webhook=false and --enable-reconciler=false leave nothing to run");
     }
@@ -49,17 +55,32 @@ pub fn run(args: RunArgs, log: LogArgs) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    let reconciler_metrics = Arc::new(raygate_reconciler::Metrics::new());
+    let shared = webhook::Shared {
+        validation,
+        opt_in,
+        metrics_address: metrics.metrics_address,
+        more_metrics: args.enable_reconciler.then(|| {
+            let reconciler_metrics = reconciler_metrics.clone();
+            Arc::new(move || reconciler_metrics.encode()) as MetricsSource
+        }),
+    };
     runtime.block_on(async move {
         let webhook = async {
             if args.enable_webhook {
-                webhook::serve_args(*args.webhook, validation, opt_in).await
+                webhook::serve_args(*args.webhook, shared).await
             } else {
                 Ok(())
             }
         };
         let reconciler = async {
-            if args.enable_reconciler {
-                raygate_reconciler::run(config).await?;
+            match (args.enable_reconciler, args.enable_webhook) {
+                (true, true) => raygate_reconciler::run(config, reconciler_metrics).await?,
+                (true, false) => {
+                    raygate_reconciler::run_serving_metrics(config, metrics.metrics_address)
+                        .await?;
+                }
+                (false, _) => {}
             }
             Ok(())
         };
@@ -77,11 +98,29 @@ mod tests {
     struct Cli {
         #[command(flatten)]
         args: RunArgs,
+        #[command(flatten)]
+        metrics: MetricsArgs,
     }
 
     #[test]
     fn webhook_and_reconciler_flags_do_not_clash() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_server_subcommand_has_one_health_and_metrics_address() {
+        let command = crate::Cli::command();
+        for name in ["run", "webhook", "reconcile"] {
+            let subcommand = command
+                .find_subcommand(name)
+                .unwrap_or_else(|| panic!("raygate {name}"));
+            let metrics: Vec<_> = subcommand
+                .get_arguments()
+                .filter_map(|arg| arg.get_long())
+                .filter(|long| long.starts_with("metrics"))
+                .collect();
+            assert_eq!(metrics, ["metrics-address"], "raygate {name}");
+        }
     }
 
     #[test]
@@ -99,6 +138,7 @@ mod tests {
                 .expect("parses");
         let error = run(
             cli.args,
+            cli.metrics,
             LogArgs {
                 log_format: crate::logging::LogFormat::Text,
             },

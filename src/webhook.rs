@@ -10,7 +10,7 @@ use raygate_api::validation::ValidationContext;
 use raygate_certs::CertResolver;
 use raygate_certs::CertSource;
 use raygate_webhook::server::{self, DEFAULT_MAX_BODY_BYTES};
-use raygate_webhook::{AppState, Caches, Draining, Limits, Metrics, ServeOptions};
+use raygate_webhook::{AppState, Caches, Draining, Limits, Metrics, MetricsSource, ServeOptions};
 use tokio::sync::watch;
 
 use crate::certs::CertArgs;
@@ -29,15 +29,6 @@ pub struct WebhookArgs {
         env = "RAYGATE_WEBHOOK_ADDRESS"
     )]
     address: SocketAddr,
-    /// Address of the plain-HTTP server for probes and scraping (`/healthz`, `/readyz`,
-    /// `/metrics`).
-    #[arg(
-        long,
-        value_name = "ADDR",
-        default_value = "0.0.0.0:9090",
-        env = "RAYGATE_METRICS_ADDRESS"
-    )]
-    metrics_address: SocketAddr,
     /// Largest AdmissionReview body accepted, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
     max_request_bytes: usize,
@@ -70,27 +61,31 @@ fn seconds(flag: &str, value: f64) -> Result<Duration> {
         .with_context(|| format!("--{flag}: {value} is not a positive number of seconds"))
 }
 
+/// What the webhook serves with, besides its own flags: settings shared with the reconciler,
+/// and the process's one health and metrics listener.
+pub struct Shared {
+    /// Feature gates and reconciler choice for Ray object validation.
+    pub validation: ValidationContext,
+    /// The namespace label that opts a namespace in.
+    pub opt_in: OptInLabel,
+    /// Address of the plain-HTTP `/healthz`, `/readyz` and `/metrics` listener.
+    pub metrics_address: SocketAddr,
+    /// Metrics of the process's other part (the reconciler's), served on the same `/metrics`.
+    pub more_metrics: Option<MetricsSource>,
+}
+
 /// Runs the webhook server until SIGTERM or SIGINT, then drains in-flight requests.
-pub fn run(
-    args: WebhookArgs,
-    validation: ValidationContext,
-    opt_in: OptInLabel,
-    log: LogArgs,
-) -> Result<()> {
+pub fn run(args: WebhookArgs, shared: Shared, log: LogArgs) -> Result<()> {
     crate::logging::init(log);
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?
-        .block_on(serve_args(args, validation, opt_in))
+        .block_on(serve_args(args, shared))
 }
 
 /// Serves the webhook until SIGTERM or SIGINT, on the caller's runtime (`raygate run`).
-pub async fn serve_args(
-    args: WebhookArgs,
-    validation: ValidationContext,
-    opt_in: OptInLabel,
-) -> Result<()> {
+pub async fn serve_args(args: WebhookArgs, shared: Shared) -> Result<()> {
     let limits = Limits {
         max_body_bytes: args.max_request_bytes,
         request_timeout: seconds("request-timeout", args.request_timeout)?,
@@ -102,17 +97,22 @@ pub async fn serve_args(
         ..ServeOptions::default()
     };
     let cert_source = args.certs.source()?;
-    serve(args, validation, opt_in, limits, options, cert_source).await
+    serve(args, shared, limits, options, cert_source).await
 }
 
 async fn serve(
     args: WebhookArgs,
-    validation: ValidationContext,
-    opt_in: OptInLabel,
+    shared: Shared,
     limits: Limits,
     options: ServeOptions,
     cert_source: CertSource,
 ) -> Result<()> {
+    let Shared {
+        validation,
+        opt_in,
+        metrics_address,
+        more_metrics,
+    } = shared;
     let context = validation.clone();
     tokio::task::spawn_blocking(move || raygate_webhook::ray::warm_up(&context))
         .await
@@ -133,13 +133,14 @@ async fn serve(
         metrics: Arc::new(Metrics::with_registry(registry)),
         validation: Arc::new(validation),
         opt_in: Arc::new(opt_in),
+        more_metrics,
         limits,
         draining: Draining::default(),
     };
     let tls = server::tls_config(certs).context("building the TLS configuration")?;
     let listener = server::bind(args.address).await?;
-    let ops_listener = server::bind(args.metrics_address).await?;
-    tracing::info!(address = %args.address, metrics_address = %args.metrics_address, "serving");
+    let ops_listener = server::bind(metrics_address).await?;
+    tracing::info!(address = %args.address, %metrics_address, "serving");
     let (stop, stopped) = watch::channel(false);
     let signals = tokio::spawn(async move {
         wait_for_signal().await;

@@ -91,10 +91,9 @@ pub const CONTAINER_ENV: [(&str, &str); 1] = [("MIMALLOC_ARENA_EAGER_COMMIT", "0
 pub const SERVICE_PORT: i32 = 443;
 /// HTTPS port the webhook server listens on inside the Pod.
 pub const WEBHOOK_PORT: i32 = 9443;
-/// Plain-HTTP port of `/healthz`, `/readyz` and `/metrics` inside the Pod.
+/// Plain-HTTP port of `/healthz`, `/readyz` and `/metrics` inside the Pod: one listener,
+/// whichever parts run (`--metrics-address`).
 pub const HEALTH_PORT: i32 = 9090;
-/// Plain-HTTP port of the reconciler's own `/healthz`, `/readyz` and `/metrics`.
-pub const RECONCILER_METRICS_PORT: i32 = 9091;
 /// Webhook server path of ConversionReviews (`ray.io` CRDs' `spec.conversion.webhook`).
 pub const CONVERT_PATH: &str = "/convert";
 /// Webhook server path of the Pod-onboarding mutation (AdmissionReview of Pods).

@@ -625,16 +625,11 @@ fn service(namespace: &str) -> Value {
 }
 
 fn deployment(options: &InstallOptions) -> Value {
-    // The webhook's plain-HTTP server answers the probes when it runs (its `/readyz` turns 503
-    // while draining); a reconciler-only replica is probed on the reconciler's own listener.
-    let probe_port = if options.webhook {
-        "health"
-    } else {
-        "reconciler"
-    };
+    // One plain-HTTP listener answers the probes and serves every part's metrics; while the
+    // webhook runs, its `/readyz` turns 503 while draining.
     let probe = |path: &str, period: i32| {
         json!({
-            "httpGet": {"path": path, "port": probe_port},
+            "httpGet": {"path": path, "port": "health"},
             "periodSeconds": period,
             "timeoutSeconds": 2,
             "failureThreshold": 3,
@@ -642,14 +637,11 @@ fn deployment(options: &InstallOptions) -> Value {
     };
     let mut ports = Vec::new();
     if options.webhook {
-        ports.extend([
+        ports.push(
             json!({"name": "webhook", "containerPort": keys::WEBHOOK_PORT, "protocol": "TCP"}),
-            json!({"name": "health", "containerPort": keys::HEALTH_PORT, "protocol": "TCP"}),
-        ]);
+        );
     }
-    if options.reconciler {
-        ports.push(json!({"name": "reconciler", "containerPort": keys::RECONCILER_METRICS_PORT, "protocol": "TCP"}));
-    }
+    ports.push(json!({"name": "health", "containerPort": keys::HEALTH_PORT, "protocol": "TCP"}));
     let mut mounts = vec![json!({"name": "tmp", "mountPath": "/tmp"})];
     let mut volumes = vec![json!({"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}})];
     if let Some(secret) = options.tls_secret() {

@@ -83,8 +83,6 @@ pub struct Config {
     pub build: BuildOptions,
     /// Leader election; `None` runs the controllers at once (a single replica).
     pub leader_election: Option<LeaderElection>,
-    /// Address of the health/metrics listener.
-    pub metrics_addr: SocketAddr,
     /// Kubeconfig file; `None` uses `KUBECONFIG`, `~/.kube/config` or the in-cluster config.
     pub kubeconfig: Option<PathBuf>,
     /// `host:port` of one Ray dashboard that every RayJob talks to instead of its cluster's
@@ -117,7 +115,6 @@ impl Default for Config {
             },
             build: BuildOptions::default(),
             leader_election: None,
-            metrics_addr: SocketAddr::from(([127, 0, 0, 1], 9091)),
             kubeconfig: None,
             ray_dashboard_address: None,
         }
@@ -248,21 +245,31 @@ pub(crate) async fn run_in_scopes<S, T, E>(
     futures::future::join_all(running).await;
 }
 
-/// Runs the reconciler until SIGTERM/SIGINT (`Ok`) or a fatal error.
+/// Runs the reconciler until SIGTERM/SIGINT (`Ok`) or a fatal error, serving its own
+/// `/healthz`, `/readyz` and `/metrics` on `metrics_address`.
 ///
 /// # Errors
 /// See [`Error`].
-pub async fn run(config: Config) -> Result<(), Error> {
+pub async fn run_serving_metrics(config: Config, metrics_address: SocketAddr) -> Result<(), Error> {
     let metrics = Arc::new(Metrics::new());
-    let listener = http::bind(config.metrics_addr).await?;
+    let listener = http::bind(metrics_address).await?;
     let (stop_http, http_shutdown) = Shutdown::new();
     let server = tokio::spawn(http::serve(listener, metrics.clone(), http_shutdown));
-    tracing::info!(addr = %config.metrics_addr, "serving /healthz, /readyz and /metrics");
-    let client = client(config.kubeconfig.as_deref(), &metrics).await?;
-    let result = lead_and_run(client, config, metrics).await;
+    tracing::info!(%metrics_address, "serving /healthz, /readyz and /metrics");
+    let result = run(config, metrics).await;
     stop_http.fire();
     let _ = server.await;
     result
+}
+
+/// Runs the reconciler until SIGTERM/SIGINT (`Ok`) or a fatal error, recording into
+/// `metrics`, which the caller serves (`raygate run` serves them on the webhook's listener).
+///
+/// # Errors
+/// See [`Error`].
+pub async fn run(config: Config, metrics: Arc<Metrics>) -> Result<(), Error> {
+    let client = client(config.kubeconfig.as_deref(), &metrics).await?;
+    lead_and_run(client, config, metrics).await
 }
 
 /// The Kubernetes client, its requests counted in `metrics`.

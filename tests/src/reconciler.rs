@@ -68,7 +68,7 @@ impl Reconciler {
             .args(["reconcile", "--kubeconfig"])
             .arg(env.kubeconfig())
             .args(["--watch-namespaces", ns.name()])
-            .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+            .args(["--metrics-address", &format!("127.0.0.1:{port}")])
             .args(["--ray-dashboard-address", env.ray_dashboard()])
             .env("RUST_LOG", "info,raygate_reconciler=debug")
             .stdin(Stdio::null())

@@ -534,12 +534,12 @@ fn helm_lint_passes_with_the_monitoring_kit_and_by_default_none_of_it_renders() 
 }
 
 #[test]
-fn the_metrics_service_and_service_monitor_carry_the_metrics_ports_of_the_enabled_parts() {
+fn the_metrics_service_and_service_monitor_carry_the_one_metrics_port_whichever_parts_run() {
     let env = Env::load();
     for (parts, expected_ports, expected_groups) in [
         (
             "",
-            vec!["health", "reconciler"],
+            vec!["health"],
             vec![
                 "raygate-webhook",
                 "raygate-certificate",
@@ -553,7 +553,7 @@ fn the_metrics_service_and_service_monitor_carry_the_metrics_ports_of_the_enable
         ),
         (
             ",webhook.enabled=false",
-            vec!["reconciler"],
+            vec!["health"],
             vec!["raygate-reconciler"],
         ),
     ] {

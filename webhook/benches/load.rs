@@ -294,6 +294,7 @@ fn serve() {
             metrics: Arc::new(Metrics::new()),
             validation: Arc::new(ValidationContext::default()),
             opt_in: Arc::default(),
+            more_metrics: None,
             limits: Limits::default(),
             draining: Draining::default(),
         };

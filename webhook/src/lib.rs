@@ -33,5 +33,6 @@ pub mod test_support;
 pub use cache::{Caches, Preloaded};
 pub use metrics::Metrics;
 pub use server::{
-    AppState, Draining, Limits, ServeOptions, ops_router, router, serve, serve_plain, tls_config,
+    AppState, Draining, Limits, MetricsSource, ServeOptions, ops_router, router, serve,
+    serve_plain, tls_config,
 };

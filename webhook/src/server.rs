@@ -84,6 +84,11 @@ impl Draining {
     }
 }
 
+/// Renders the OpenMetrics text of another part of the process (the reconciler's, in
+/// `raygate run`), which the webhook's `/metrics` serves after its own, so that a process has
+/// one health and metrics listener.
+pub type MetricsSource = Arc<dyn Fn() -> String + Send + Sync>;
+
 /// Everything a request handler needs, cheap to clone.
 #[derive(Clone)]
 pub struct AppState {
@@ -97,6 +102,8 @@ pub struct AppState {
     pub validation: Arc<ValidationContext>,
     /// The namespace label that opts a namespace into Pod onboarding and QueuePolicies.
     pub opt_in: Arc<OptInLabel>,
+    /// Metrics of the process's other part, appended to `/metrics`.
+    pub more_metrics: Option<MetricsSource>,
     /// Request limits.
     pub limits: Limits,
     /// Set once graceful shutdown begins (by [`serve`], given this state).
@@ -179,7 +186,10 @@ async fn readyz(State(state): State<AppState>) -> Response {
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {
-    let text = state.metrics.render(&state.caches);
+    let mut text = state.metrics.render(&state.caches);
+    if let Some(more) = &state.more_metrics {
+        append_exposition(&mut text, &more());
+    }
     (
         [(
             header::CONTENT_TYPE,
@@ -188,6 +198,15 @@ async fn metrics(State(state): State<AppState>) -> Response {
         text,
     )
         .into_response()
+}
+
+/// Appends the OpenMetrics exposition `more` to `text`, which ends with its own `# EOF`: an
+/// exposition has exactly one, at its end.
+fn append_exposition(text: &mut String, more: &str) {
+    if let Some(body) = text.strip_suffix("# EOF\n") {
+        text.truncate(body.len());
+    }
+    text.push_str(more);
 }
 
 /// controller-runtime's per-path request metrics, around everything else (timeouts and body
@@ -650,4 +669,19 @@ pub async fn bind(address: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(address).await.map_err(|error| {
         std::io::Error::new(error.kind(), format!("cannot listen on {address}: {error}"))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_expositions_become_one_with_a_single_eof() {
+        let mut text = "# TYPE a counter\na_total 1\n# EOF\n".to_string();
+        append_exposition(&mut text, "# TYPE b gauge\nb 2\n# EOF\n");
+        assert_eq!(
+            text,
+            "# TYPE a counter\na_total 1\n# TYPE b gauge\nb 2\n# EOF\n"
+        );
+    }
 }

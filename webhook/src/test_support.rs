@@ -127,6 +127,7 @@ pub fn router() -> Router {
         metrics: Arc::new(Metrics::new()),
         validation: Arc::new(validation),
         opt_in: Arc::default(),
+        more_metrics: None,
         limits: Limits::default(),
         draining: Draining::default(),
     })

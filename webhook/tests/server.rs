@@ -242,6 +242,7 @@ impl Server {
             metrics: Arc::new(Metrics::with_registry(registry)),
             validation: Arc::new(ValidationContext::default()),
             opt_in: Arc::new(opt_in),
+            more_metrics: None,
             limits,
             draining: Draining::default(),
         };
@@ -1056,6 +1057,7 @@ async fn readiness_waits_for_the_certificate_and_the_caches() {
         metrics: Arc::new(Metrics::new()),
         validation: Arc::new(ValidationContext::default()),
         opt_in: Arc::default(),
+        more_metrics: None,
         limits: default_limits(),
         draining: Draining::default(),
     };

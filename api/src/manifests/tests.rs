@@ -511,13 +511,13 @@ fn each_part_is_granted_only_what_it_uses() {
         "{}",
         crd["spec"]["conversion"]
     );
-    // Probed on the reconciler's own listener, which is the only one.
+    // Probed on the one health and metrics listener, which serves the reconciler alone.
     let container = &find(&reconciler_only, "Deployment", "raygate")["spec"]["template"]["spec"]["containers"]
         [0];
-    assert_eq!(container["readinessProbe"]["httpGet"]["port"], "reconciler");
+    assert_eq!(container["readinessProbe"]["httpGet"]["port"], "health");
     assert_eq!(
         container["ports"],
-        json!([{"name": "reconciler", "containerPort": 9091, "protocol": "TCP"}])
+        json!([{"name": "health", "containerPort": 9090, "protocol": "TCP"}])
     );
     assert!(
         !container["args"]

@@ -185,7 +185,7 @@ impl Reconciler {
             .args(["reconcile", "--kubeconfig"])
             .arg(env.kubeconfig())
             .args(["--watch-namespaces", namespace])
-            .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+            .args(["--metrics-address", &format!("127.0.0.1:{port}")])
             .args(["--ray-dashboard-address", env.ray_dashboard()])
             .args(["--leader-elect", "false"])
             .args(["--concurrency", &concurrency.to_string()])
