@@ -525,3 +525,58 @@ fn crds(write: Option<PathBuf>) -> Result<u8> {
     }
     Ok(EXIT_VALID)
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// Every flag of every subcommand that takes a span of time: `--…-timeout`, `-duration`,
+    /// `-grace`, `-interval`, `-lifetime`, `-delay`, `-overlap`.
+    fn duration_flags(command: &clap::Command) -> Vec<(String, clap::Arg)> {
+        let mut flags = Vec::new();
+        for subcommand in command.get_subcommands() {
+            for arg in subcommand.get_arguments() {
+                let Some(long) = arg.get_long() else { continue };
+                let spans = [
+                    "timeout", "duration", "grace", "interval", "lifetime", "delay", "overlap",
+                ];
+                if spans.iter().any(|span| long.ends_with(span)) {
+                    flags.push((format!("{} --{long}", subcommand.get_name()), arg.clone()));
+                }
+            }
+        }
+        flags
+    }
+
+    #[test]
+    fn every_duration_flag_takes_the_one_duration_syntax() {
+        let command = Cli::command();
+        let flags = duration_flags(&command);
+        assert!(
+            flags.len() >= 12,
+            "{:?}",
+            flags.iter().map(|(n, _)| n).collect::<Vec<_>>()
+        );
+        for (name, arg) in flags {
+            let names: Vec<_> = arg.get_value_names().unwrap_or_default().to_vec();
+            assert_eq!(names, ["DURATION"], "{name}");
+            // Parsed as the user types it; a missing required argument of the subcommand
+            // (e.g. `follow NAME`) is reported only after every value is parsed.
+            let (subcommand, flag) = name.split_once(' ').expect("subcommand --flag");
+            let parse = |value: &str| {
+                Cli::command().try_get_matches_from(["raygate", subcommand, flag, value])
+            };
+            let refused = |value: &str| {
+                parse(value).is_err_and(|e| e.kind() == clap::error::ErrorKind::ValueValidation)
+            };
+            for good in ["90s", "2m", "1h", "500ms"] {
+                assert!(!refused(good), "{name} {good}");
+            }
+            for bad in ["10", "1.5s", "10w"] {
+                assert!(refused(bad), "{name} {bad}");
+            }
+        }
+    }
+}

@@ -9,6 +9,7 @@ use raygate_api::settings::OptInLabel;
 use raygate_api::validation::ValidationContext;
 use raygate_certs::CertResolver;
 use raygate_certs::CertSource;
+use raygate_certs::config::parse_duration;
 use raygate_webhook::server::{self, DEFAULT_MAX_BODY_BYTES};
 use raygate_webhook::{AppState, Caches, Draining, Limits, Metrics, MetricsSource, ServeOptions};
 use tokio::sync::watch;
@@ -32,17 +33,17 @@ pub struct WebhookArgs {
     /// Largest AdmissionReview body accepted, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
     max_request_bytes: usize,
-    /// Longest an admission request may take, body upload included, in seconds.
-    #[arg(long, value_name = "SECONDS", default_value_t = server::DEFAULT_REQUEST_TIMEOUT.as_secs_f64())]
-    request_timeout: f64,
-    /// On SIGTERM, how long in-flight reviews may take to finish, in seconds.
-    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
-    drain_timeout: f64,
-    /// Close a TLS connection that has had no request in flight for this long, in seconds
-    /// (right after its handshake and between keep-alive requests). Longer than the API
-    /// server's 90 s, so that the API server closes its kept-alive connections first.
-    #[arg(long, value_name = "SECONDS", default_value_t = server::DEFAULT_IDLE_CONNECTION_TIMEOUT.as_secs_f64())]
-    idle_connection_timeout: f64,
+    /// Longest an admission request may take, body upload included (e.g. 4s, 500ms).
+    #[arg(long, value_name = "DURATION", default_value = "4s", value_parser = positive_duration)]
+    request_timeout: Duration,
+    /// On SIGTERM, how long in-flight reviews may take to finish.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = positive_duration)]
+    drain_timeout: Duration,
+    /// Close a TLS connection that has had no request in flight for this long (right after
+    /// its handshake and between keep-alive requests). Longer than the API server's 90 s, so
+    /// that the API server closes its kept-alive connections first.
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = positive_duration)]
+    idle_connection_timeout: Duration,
     /// The most TLS connections open at once; at the bound, each new connection waits for the
     /// connection idle the longest to be closed for it.
     #[arg(
@@ -54,11 +55,16 @@ pub struct WebhookArgs {
     max_connections: u32,
 }
 
-fn seconds(flag: &str, value: f64) -> Result<Duration> {
-    Duration::try_from_secs_f64(value)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .with_context(|| format!("--{flag}: {value} is not a positive number of seconds"))
+/// A duration flag's syntax ([`parse_duration`]), above zero: a zero timeout would refuse
+/// every request.
+fn positive_duration(input: &str) -> Result<Duration, String> {
+    match parse_duration(input) {
+        Ok(duration) if duration.is_zero() => Err(format!(
+            "{input:?} is zero; write a positive duration, e.g. 4s or 500ms"
+        )),
+        Ok(duration) => Ok(duration),
+        Err(error) => Err(error.to_string()),
+    }
 }
 
 /// What the webhook serves with, besides its own flags: settings shared with the reconciler,
@@ -88,11 +94,11 @@ pub fn run(args: WebhookArgs, shared: Shared, log: LogArgs) -> Result<()> {
 pub async fn serve_args(args: WebhookArgs, shared: Shared) -> Result<()> {
     let limits = Limits {
         max_body_bytes: args.max_request_bytes,
-        request_timeout: seconds("request-timeout", args.request_timeout)?,
+        request_timeout: args.request_timeout,
     };
     let options = ServeOptions {
-        drain_timeout: seconds("drain-timeout", args.drain_timeout)?,
-        idle_connection_timeout: seconds("idle-connection-timeout", args.idle_connection_timeout)?,
+        drain_timeout: args.drain_timeout,
+        idle_connection_timeout: args.idle_connection_timeout,
         max_connections: args.max_connections,
         ..ServeOptions::default()
     };
@@ -189,5 +195,53 @@ async fn wait_for_signal() {
             tracing::warn!(%error, "cannot listen for SIGTERM; only SIGINT stops the server");
             let _ = tokio::signal::ctrl_c().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: WebhookArgs,
+    }
+
+    fn parse(argv: &[&str]) -> Result<WebhookArgs, clap::Error> {
+        let argv = std::iter::once("webhook").chain(argv.iter().copied());
+        Cli::try_parse_from(argv).map(|cli| cli.args)
+    }
+
+    #[test]
+    fn timeouts_default_to_the_servers_own_and_take_durations() {
+        let args = parse(&[]).expect("defaults parse");
+        assert_eq!(args.request_timeout, server::DEFAULT_REQUEST_TIMEOUT);
+        assert_eq!(
+            args.idle_connection_timeout,
+            server::DEFAULT_IDLE_CONNECTION_TIMEOUT
+        );
+        assert_eq!(args.drain_timeout, Duration::from_secs(10));
+        let args = parse(&["--request-timeout", "500ms", "--drain-timeout", "1m"]).expect("units");
+        assert_eq!(args.request_timeout, Duration::from_millis(500));
+        assert_eq!(args.drain_timeout, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn zero_and_bare_numbers_are_refused_with_what_to_write() {
+        let error = parse(&["--request-timeout", "0s"]).err().expect("zero");
+        assert!(
+            error
+                .to_string()
+                .contains("write a positive duration, e.g. 4s or 500ms"),
+            "{error}"
+        );
+        let error = parse(&["--drain-timeout", "10"]).err().expect("no unit");
+        assert!(
+            error.to_string().contains("a bare number has no unit"),
+            "{error}"
+        );
     }
 }

@@ -102,31 +102,40 @@ impl SelfManagedConfig {
 /// Why a duration flag could not be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
-    "invalid duration {input:?}: expected a whole number followed by s, m, h or d (e.g. 90d, 12h, 30s)"
+    "invalid duration {input:?}: expected a whole number followed by ms, s, m, h or d (e.g. 90d, 12h, 30s, 500ms); a bare number has no unit and is refused"
 )]
 pub struct DurationError {
     input: String,
 }
 
-/// Parses `30s`, `15m`, `12h`, `90d`: the one syntax of every duration flag of the CLI
-/// (certificate lifetimes and intervals, the reconciler's Lease timings).
+/// Parses `500ms`, `30s`, `15m`, `12h`, `90d`: the one syntax of every duration flag of the
+/// CLI (the webhook's timeouts, certificate lifetimes and intervals, the reconciler's Lease
+/// timings, `follow --timeout`). A bare number is refused rather than guessed at: `10` could
+/// mean seconds to one reader and minutes to another.
 pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
     let error = || DurationError {
         input: input.to_string(),
     };
     let trimmed = input.trim();
-    let split = trimmed.len().checked_sub(1).ok_or_else(error)?;
-    let (number, unit) = trimmed.split_at(split);
-    let number: u64 = number.parse().map_err(|_| error())?;
-    let seconds = match unit {
-        "s" => Some(number),
-        "m" => number.checked_mul(60),
-        "h" => number.checked_mul(3_600),
-        "d" => number.checked_mul(86_400),
-        _ => None,
-    }
+    let (number, milliseconds_per_unit) = [
+        ("ms", 1),
+        ("s", 1_000),
+        ("m", 60_000),
+        ("h", 3_600_000),
+        ("d", 86_400_000),
+    ]
+    .into_iter()
+    .find_map(|(unit, factor)| Some((trimmed.strip_suffix(unit)?, factor)))
     .ok_or_else(error)?;
-    Ok(Duration::from_secs(seconds))
+    // `u64::from_str` takes a leading `+`; a duration flag does not.
+    if !number.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(error());
+    }
+    let number: u64 = number.parse().map_err(|_| error())?;
+    let milliseconds = number
+        .checked_mul(milliseconds_per_unit)
+        .ok_or_else(error)?;
+    Ok(Duration::from_millis(milliseconds))
 }
 
 #[cfg(test)]
@@ -165,7 +174,22 @@ mod tests {
         assert_eq!(parse_duration("15m"), Ok(Duration::from_secs(900)));
         assert_eq!(parse_duration("12h"), Ok(Duration::from_secs(43_200)));
         assert_eq!(parse_duration("90d"), Ok(Duration::from_secs(7_776_000)));
-        for bad in ["", "d", "10", "1.5h", "-3s", "10w", "99999999999999999999d"] {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration(" 4s "), Ok(Duration::from_secs(4)));
+        for bad in [
+            "",
+            "d",
+            "ms",
+            "10",
+            "1.5h",
+            "-3s",
+            "+3s",
+            "10w",
+            "10 s",
+            "5sm",
+            "99999999999999999999d",
+            "999999999999999999d",
+        ] {
             let error = parse_duration(bad).unwrap_err();
             assert!(error.to_string().contains("invalid duration"), "{bad}");
         }
