@@ -168,8 +168,11 @@ struct Files {
     files: Vec<String>,
 }
 
-#[derive(clap::Args)]
-struct RuleOptions {
+/// `--feature-gates` and `--reconciler`, one definition for `validate`, `webhook`, `reconcile`
+/// and `run`, so that the CLI, the webhook and the reconciler default to the same controller
+/// (the one the install manifests run).
+#[derive(clap::Args, Debug)]
+pub(crate) struct RuleOptions {
     /// KubeRay feature gates, e.g. `RayJobDeletionPolicy=false,RayClusterMTLS=true`.
     #[arg(
         long,
@@ -177,11 +180,20 @@ struct RuleOptions {
         default_value = "",
         env = "RAYGATE_FEATURE_GATES"
     )]
-    feature_gates: FeatureGates,
-    /// Which controller runs the Ray objects: raygate's own reconciler rejects features it
-    /// does not implement (autoscaler, GCS fault tolerance, …).
-    #[arg(long, value_enum, default_value_t = Reconciler::Kuberay, env = "RAYGATE_RECONCILER")]
-    reconciler: Reconciler,
+    pub(crate) feature_gates: FeatureGates,
+    /// Which controller runs the RayJobs and RayClusters of namespaces without the
+    /// `raygate.io/reconciler` label: `raygate` (raygate's own controllers, which refuse the
+    /// features they do not implement: autoscaler, GCS fault tolerance, …) or `kuberay` (a
+    /// KubeRay operator without a batch scheduler runs them; raygate keeps their PodGroups in
+    /// namespaces opted into Volcano). Validation applies that controller's rules.
+    #[arg(
+        long,
+        value_enum,
+        default_value_t = Reconciler::Raygate,
+        env = "RAYGATE_RECONCILER",
+        value_name = "RECONCILER"
+    )]
+    pub(crate) reconciler: Reconciler,
 }
 
 /// `--namespace-label`, one definition for every subcommand that needs it (`webhook`,

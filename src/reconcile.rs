@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use raygate_api::cluster::{BuildOptions, DEFAULT_CLUSTER_DOMAIN};
-use raygate_api::features::FeatureGates;
 use raygate_api::validation::{ReconcilerKind, ValidationContext};
 use raygate_certs::config::parse_duration;
 use raygate_reconciler::{Config, LeaderElection};
@@ -32,18 +31,8 @@ pub struct Args {
     namespace_selector: Option<String>,
     #[command(flatten)]
     opt_in: crate::OptInArgs,
-    /// Which controller runs the RayJobs and RayClusters of namespaces without the
-    /// `raygate.io/reconciler` label: `raygate` (raygate's own controllers) or `kuberay` (a
-    /// KubeRay operator without a batch scheduler runs them; raygate only keeps their
-    /// PodGroups in namespaces opted into Volcano).
-    #[arg(
-        long,
-        value_enum,
-        env = "RAYGATE_RECONCILER",
-        default_value_t = crate::Reconciler::Raygate,
-        value_name = "RECONCILER"
-    )]
-    reconciler: crate::Reconciler,
+    #[command(flatten)]
+    rules: crate::RuleOptions,
     /// Reconciles that run at once per controller (0: unbounded; one object is never
     /// reconciled twice at once).
     #[arg(
@@ -53,14 +42,6 @@ pub struct Args {
         value_name = "N"
     )]
     concurrency: u16,
-    /// KubeRay feature gates, e.g. `RayJobDeletionPolicy=false`.
-    #[arg(
-        long,
-        env = "RAYGATE_FEATURE_GATES",
-        default_value = "",
-        value_name = "GATES"
-    )]
-    feature_gates: FeatureGates,
     /// Elect a leader through a Lease so that only one replica reconciles.
     #[arg(long, env = "RAYGATE_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     leader_elect: bool,
@@ -148,9 +129,9 @@ impl Args {
             namespace_selector: self.namespace_selector.filter(|s| !s.trim().is_empty()),
             opt_in_label: self.opt_in.namespace_label,
             concurrency: self.concurrency,
-            default_reconciler: self.reconciler.into(),
+            default_reconciler: self.rules.reconciler.into(),
             validation: ValidationContext {
-                gates: self.feature_gates,
+                gates: self.rules.feature_gates,
                 reconciler: ReconcilerKind::Raygate,
             },
             build: BuildOptions {

@@ -269,13 +269,25 @@ fn podgroup_reports_what_cannot_be_sized() {
 #[test]
 fn feature_gates_and_reconciler_change_the_verdict() {
     let job = "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: j}\nspec:\n  entrypoint: x\n  deletionStrategy:\n    deletionRules:\n    - policy: DeleteCluster\n      condition: {jobStatus: SUCCEEDED}\n  rayClusterSpec:\n    enableInTreeAutoscaling: true\n    headGroupSpec:\n      template: {spec: {containers: [{name: h, image: i}]}}\n";
+    // raygate's own reconciler is the default everywhere (the install runs it), and it has no
+    // autoscaler; KubeRay has one.
+    let own = raygate(&["validate", "-f", "-"], Some(job));
+    assert_eq!(own.status.code(), Some(1));
+    assert!(stdout(&own).contains("compat: raygate"), "{}", stdout(&own));
     assert_eq!(
-        raygate(&["validate", "-f", "-"], Some(job)).status.code(),
+        raygate(
+            &["validate", "--reconciler", "kuberay", "-f", "-"],
+            Some(job)
+        )
+        .status
+        .code(),
         Some(0)
     );
     let gated = raygate(
         &[
             "validate",
+            "--reconciler",
+            "kuberay",
             "--feature-gates",
             "RayJobDeletionPolicy=false",
             "-f",
@@ -285,12 +297,6 @@ fn feature_gates_and_reconciler_change_the_verdict() {
     );
     assert_eq!(gated.status.code(), Some(1));
     assert!(stdout(&gated).contains("RayJobDeletionPolicy feature gate must be enabled"));
-    let own = raygate(
-        &["validate", "--reconciler", "raygate", "-f", "-"],
-        Some(job),
-    );
-    assert_eq!(own.status.code(), Some(1));
-    assert!(stdout(&own).contains("compat: raygate"), "{}", stdout(&own));
     let bad = raygate(
         &["validate", "--feature-gates", "Nope=true", "-f", "-"],
         Some(job),
