@@ -270,14 +270,12 @@ pub fn ray_cluster_pod_group_of_size(
     cluster: &RayCluster,
     gang: GangSize,
 ) -> Result<PodGroup, SizingError> {
-    let labels = cluster.meta().labels.as_ref();
-    let label = |key: &str| labels.and_then(|l| l.get(key)).filter(|v| !v.is_empty());
-    if label(keys::ORIGINATED_FROM_CRD_LABEL).map(String::as_str) == Some("RayJob")
-        && let Some(job) = label(keys::ORIGINATED_FROM_CR_NAME_LABEL)
-    {
+    // The same answer as the webhook's Pod onboarding gives: a RayJob-owned cluster's Pods
+    // join the RayJob's PodGroup, so the cluster must not get one of its own.
+    if let Some(job) = crate::coexist::cluster_ray_job(cluster) {
         return Err(SizingError::OwnedByRayJob {
             cluster: object_key(cluster.meta()),
-            job: job.clone(),
+            job: job.to_owned(),
         });
     }
     pod_group(cluster.meta(), "RayCluster", gang)
@@ -640,6 +638,18 @@ initContainers:
             ray_cluster_pod_group(&cluster(&owned)),
             Err(SizingError::OwnedByRayJob { .. })
         ));
+        // Owned by a RayJob without KubeRay's labels: still the RayJob's, as for onboarding.
+        let owner_only = yaml.replace(
+            "  namespace: ns\n",
+            "  namespace: ns\n  ownerReferences: [{apiVersion: ray.io/v1, kind: RayJob, name: j, uid: u}]\n",
+        );
+        assert_eq!(
+            ray_cluster_pod_group(&cluster(&owner_only)).unwrap_err(),
+            SizingError::OwnedByRayJob {
+                cluster: "ns/c".into(),
+                job: "j".into()
+            }
+        );
         let bad_tier = yaml.replace("\"2\"", "two");
         assert!(matches!(
             ray_cluster_pod_group(&cluster(&bad_tier)),

@@ -41,7 +41,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use json_patch::Patch;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde_json::Value;
 
 use crate::check::{RayKind, type_meta};
@@ -183,9 +183,16 @@ pub fn review_ray_object(review: RayObjectReview<'_>) -> Admission {
         _ => context,
     };
     let object_labels = rules::labels(&object);
-    let governed = opt_in.selects(namespace_labels)
-        && !(kind == RayKind::RayCluster
-            && crate::onboarding::originating_ray_job(&object_labels).is_some());
+    // A RayJob's cluster is governed through its RayJob, by the same ownership answer as Pod
+    // onboarding and sizing give (ownerReference first, then KubeRay's labels).
+    let owned_by_ray_job = kind == RayKind::RayCluster && {
+        let owners: Vec<OwnerReference> = object
+            .pointer("/metadata/ownerReferences")
+            .and_then(|owners| serde_json::from_value(owners.clone()).ok())
+            .unwrap_or_default();
+        crate::onboarding::cluster_ray_job(&object_labels, &owners).is_some()
+    };
+    let governed = opt_in.selects(namespace_labels) && !owned_by_ray_job;
     let scope = rules::Scope {
         kind,
         governed,

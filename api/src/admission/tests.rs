@@ -567,6 +567,13 @@ fn queue_defaulting() {
             ),
         )
         .ns(namespace(true, Some("team-a"))),
+        Case::create("cluster owned without the labels", {
+            let mut owned = cluster(&[], 1);
+            owned["metadata"]["ownerReferences"] =
+                json!([{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "demo", "uid": "u"}]);
+            owned
+        })
+        .ns(namespace(true, Some("team-a"))),
         Case::create("no default", job(&[], 1)),
     ];
     for case in none {
