@@ -463,9 +463,11 @@ fn podgroups(files: &[String], output: ObjectOutput) -> Result<u8> {
             writeln!(out)?;
         }
         ObjectOutput::Yaml => {
-            for group in &groups {
-                write!(out, "---\n{}", serde_saphyr::to_string(group)?)?;
-            }
+            let values = groups
+                .iter()
+                .map(serde_json::to_value)
+                .collect::<Result<Vec<_>, _>>()?;
+            out.write_all(input::documents_to_yaml(&values).as_bytes())?;
         }
     }
     Ok(if failed { EXIT_INVALID } else { EXIT_VALID })

@@ -360,6 +360,35 @@ spec:
 }
 
 #[test]
+fn convert_keeps_what_kubectl_reads_yaml_1_1_values_as() {
+    let input = "\
+apiVersion: ray.io/v1
+kind: RayCluster
+metadata: {name: c}
+spec:
+  enableInTreeAutoscaling: yes
+  headGroupSpec:
+    template:
+      spec:
+        containers:
+        - name: ray-head
+          image: rayproject/ray:2.9.0
+          env: [{name: FLAG, value: 'on'}, {name: MODE, value: \"0777\"}]
+        volumes: [{name: v, configMap: {name: c, defaultMode: 0777}}]
+";
+    let output = raygate(
+        &["convert", "-f", "-", "--to", "ray.io/v1alpha1"],
+        Some(input),
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.contains("defaultMode: 511"), "{text}");
+    assert!(text.contains("enableInTreeAutoscaling: true"), "{text}");
+    assert!(text.contains("value: \"on\""), "{text}");
+    assert!(text.contains("value: \"0777\""), "{text}");
+}
+
+#[test]
 fn convert_reports_what_cannot_be_converted() {
     let input = "\
 apiVersion: ray.io/v1alpha1

@@ -8,6 +8,7 @@
 //! the file, line and column of a syntax error.
 
 mod dialect;
+mod write;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -16,6 +17,18 @@ use granit_parser::{Event, Parser, ScalarStyle, Span, StrInput};
 use serde_json::{Map, Value};
 
 pub use dialect::{Scalar, resolve_plain};
+pub use write::to_yaml;
+
+/// Objects as a multi-document YAML stream (each after a `---` marker) that kubectl reads back
+/// as the same objects: what `raygate convert` and `raygate podgroup` print.
+pub fn documents_to_yaml<'a>(values: impl IntoIterator<Item = &'a Value>) -> String {
+    let mut out = String::new();
+    for value in values {
+        out.push_str("---\n");
+        out.push_str(&to_yaml(value));
+    }
+    out
+}
 
 /// `value` as the API server reads the JSON kubectl sends for it: a float with an integral value
 /// (`1.0`, `0.0`) is the integer Go's encoder writes for it. Two objects mean the same to
