@@ -372,7 +372,7 @@ fn validate(files: &[String], output: ValidateOutput, ctx: &ValidationContext) -
 
 /// kubectl's wording: `The RayJob "demo" is invalid:` followed by `* field: message` lines.
 fn write_text_report(out: &mut impl Write, report: &ObjectReport) -> io::Result<()> {
-    let name = report.name.as_deref().unwrap_or("<unnamed>");
+    let name = report.display_name();
     let resource = format!("{}.ray.io/{name}", report.kind.to_lowercase());
     let namespace = report
         .namespace
@@ -420,11 +420,7 @@ fn podgroups(files: &[String], output: ObjectOutput) -> Result<u8> {
             continue;
         };
         let report = &checked.report;
-        let key = format!(
-            "{}/{}",
-            report.kind,
-            report.name.as_deref().unwrap_or("<unnamed>")
-        );
+        let key = format!("{}/{}", report.kind, report.display_name());
         let Some(result) = checked.pod_group() else {
             let reasons: Vec<String> = report
                 .findings
@@ -440,7 +436,17 @@ fn podgroups(files: &[String], output: ObjectOutput) -> Result<u8> {
             continue;
         };
         match result {
-            Ok(group) => groups.push(group),
+            Ok(group) => {
+                if let Some(prefix) = &report.generate_name {
+                    eprintln!(
+                        "note: {source}: {key} has generateName {prefix:?} and no name: the API \
+                         server appends 5 random characters, shown as {}, and the PodGroup is \
+                         named after the result",
+                        raygate_api::keys::GENERATED_SUFFIX
+                    );
+                }
+                groups.push(group);
+            }
             Err(sizing::SizingError::OwnedByRayJob { .. }) => {
                 eprintln!(
                     "note: {source}: {key} was created by a RayJob; its Pods join the RayJob's PodGroup"

@@ -264,6 +264,37 @@ fn podgroup_reports_what_cannot_be_sized() {
         "{}",
         stderr(&output)
     );
+    // No namespace written: the object is named alone, not "/shared-job".
+    assert!(
+        stderr(&output).contains("RayJob shared-job "),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn objects_with_only_a_generate_name_are_named_by_it() {
+    let input = "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata: {generateName: batch-}\nspec:\n  headGroupSpec:\n    template: {spec: {containers: [{name: h, image: i}]}}\n";
+    let output = raygate(&["validate", "-f", "-"], Some(input));
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        stdout(&output).starts_with("raycluster.ray.io/batch-<random> valid\n"),
+        "{}",
+        stdout(&output)
+    );
+    let output = raygate(&["podgroup", "-f", "-"], Some(input));
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("name: ray-batch-<random>-pg\n"),
+        "{}",
+        stdout(&output)
+    );
+    assert!(!stdout(&output).contains("ray--pg"), "{}", stdout(&output));
+    assert!(
+        stderr(&output).contains("generateName \"batch-\" and no name"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]
