@@ -71,7 +71,8 @@ enum Command {
     },
     /// Print the Volcano PodGroup each RayJob and standalone RayCluster would get.
     ///
-    /// Exit codes: 0 all sized, 1 some object cannot be sized, 2 unreadable input.
+    /// Exit codes: 0 all sized, 1 some object is invalid (as `validate` says) or cannot be
+    /// sized, 2 unreadable input.
     Podgroup {
         #[command(flatten)]
         files: Files,
@@ -436,6 +437,14 @@ fn podgroups(files: &[String], output: ObjectOutput) -> Result<u8> {
             continue;
         };
         match result {
+            Ok(_) if !report.valid => {
+                write_text_report(&mut io::stderr().lock(), report)?;
+                eprintln!(
+                    "error: {source}: {key} is invalid, so it gets no PodGroup; fix what \
+                     raygate validate reports above"
+                );
+                failed = true;
+            }
             Ok(group) => {
                 if let Some(prefix) = &report.generate_name {
                     eprintln!(

@@ -273,6 +273,27 @@ fn podgroup_reports_what_cannot_be_sized() {
 }
 
 #[test]
+fn podgroup_refuses_objects_validate_rejects() {
+    let input = "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata: {name: tpu}\nspec:\n  headGroupSpec:\n    template: {spec: {containers: [{name: h, image: i}]}}\n  workerGroupSpecs:\n  - groupName: g\n    numOfHosts: 0\n    replicas: 1\n    minReplicas: 1\n    maxReplicas: 1\n    template: {spec: {containers: [{name: w, image: i}]}}\n";
+    let validate = raygate(&["validate", "-f", "-"], Some(input));
+    assert_eq!(validate.status.code(), Some(1), "{}", stdout(&validate));
+    let output = raygate(&["podgroup", "-f", "-"], Some(input));
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    assert_eq!(stdout(&output), "");
+    let message = stdout(&validate)
+        .lines()
+        .find(|l| l.contains("numOfHosts"))
+        .expect("validate names numOfHosts")
+        .to_string();
+    assert!(stderr(&output).contains(&message), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("gets no PodGroup"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
 fn objects_with_only_a_generate_name_are_named_by_it() {
     let input = "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata: {generateName: batch-}\nspec:\n  headGroupSpec:\n    template: {spec: {containers: [{name: h, image: i}]}}\n";
     let output = raygate(&["validate", "-f", "-"], Some(input));
