@@ -186,6 +186,20 @@ fn unreadable_input_exits_2_with_a_location() {
 }
 
 #[test]
+fn a_syntax_error_is_located_once_by_its_header() {
+    // The parser's message once carried another position ("… at line 1 column 1") than the
+    // header's.
+    let output = raygate(
+        &["validate", "-f", "-"],
+        Some("metadata:\n  name: a\n labels: {}\n"),
+    );
+    assert_eq!(output.status.code(), Some(2));
+    let text = stderr(&output);
+    assert!(text.starts_with("error: -:3:2: "), "{text}");
+    assert!(!text.contains("line") && !text.contains("column"), "{text}");
+}
+
+#[test]
 fn text_output_reads_like_kubectl() {
     let output = raygate(
         &[
