@@ -224,11 +224,22 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => ExitCode::from(code),
+        // The reader went away (`raygate podgroup -f x.yaml | head`): nothing is wrong.
+        Err(e) if is_broken_pipe(&e) => ExitCode::from(EXIT_VALID),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(EXIT_UNREADABLE)
         }
     }
+}
+
+/// Whether writing the output failed because its reader closed the pipe.
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    })
 }
 
 fn run(cli: Cli) -> Result<u8> {
@@ -256,10 +267,11 @@ fn run(cli: Cli) -> Result<u8> {
         }
         Command::Follow { args } => follow::run(args),
         Command::Version => {
-            println!(
+            writeln!(
+                io::stdout().lock(),
                 "raygate {} (ray.io/v1 compatible with KubeRay v1.7, Volcano scheduling.volcano.sh/v1beta1)",
                 env!("CARGO_PKG_VERSION")
-            );
+            )?;
             Ok(EXIT_VALID)
         }
     }
@@ -490,7 +502,9 @@ fn podgroups(files: &[String], output: ObjectOutput) -> Result<u8> {
 
 fn crds(write: Option<PathBuf>) -> Result<u8> {
     match write {
-        None => print!("{}", crd::render_crds_yaml()),
+        None => io::stdout()
+            .lock()
+            .write_all(crd::render_crds_yaml().as_bytes())?,
         Some(dir) => {
             fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             for (file, yaml) in crd::generate_crd_files() {

@@ -200,6 +200,43 @@ fn a_syntax_error_is_located_once_by_its_header() {
 }
 
 #[test]
+fn a_reader_that_stops_early_ends_the_output_quietly() {
+    let one = "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata: {name: c}\nspec:\n  headGroupSpec:\n    template: {spec: {containers: [{name: h, image: i, resources: {limits: {cpu: 1, memory: 1Gi}}}]}}\n---\n";
+    for args in [&["podgroup", "-f", "-"][..], &["crds"][..]] {
+        let input = one.repeat(3_000);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_raygate"))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("raygate starts");
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        let writer = std::thread::spawn(move || {
+            let _ = stdin.write_all(input.as_bytes());
+        });
+        // `| head -c 100`: read a little, then close the pipe.
+        let mut stdout = child.stdout.take().expect("stdout is piped");
+        let mut start = [0u8; 100];
+        std::io::Read::read_exact(&mut stdout, &mut start).expect("some output");
+        drop(stdout);
+        let output = child.wait_with_output().expect("raygate finishes");
+        writer.join().expect("input written");
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            !stderr(&output).contains("Broken pipe"),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+}
+
+#[test]
 fn text_output_reads_like_kubectl() {
     let output = raygate(
         &[
