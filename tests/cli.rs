@@ -187,8 +187,7 @@ fn unreadable_input_exits_2_with_a_location() {
 
 #[test]
 fn a_syntax_error_is_located_once_by_its_header() {
-    // The parser's message once carried another position ("… at line 1 column 1") than the
-    // header's.
+    // The header was once one line and column past the position in the parser's text.
     let output = raygate(
         &["validate", "-f", "-"],
         Some("metadata:\n  name: a\n labels: {}\n"),
@@ -196,6 +195,13 @@ fn a_syntax_error_is_located_once_by_its_header() {
     assert_eq!(output.status.code(), Some(2));
     let text = stderr(&output);
     assert!(text.starts_with("error: -:3:2: "), "{text}");
+    assert!(!text.contains("line") && !text.contains("column"), "{text}");
+    let output = raygate(
+        &["validate", "-f", "-"],
+        Some("kind: A\nspec:\n  x: [1, 2\n  y: 3\n"),
+    );
+    let text = stderr(&output);
+    assert!(text.starts_with("error: -:4:4: "), "{text}");
     assert!(!text.contains("line") && !text.contains("column"), "{text}");
 }
 
