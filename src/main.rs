@@ -390,6 +390,7 @@ fn write_text_report(out: &mut impl Write, report: &ObjectReport) -> io::Result<
     let namespace = report
         .namespace
         .as_deref()
+        .filter(|ns| !ns.is_empty())
         .map(|ns| format!(" -n {ns}"))
         .unwrap_or_default();
     if report.valid {

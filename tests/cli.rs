@@ -330,6 +330,18 @@ fn podgroup_reports_what_cannot_be_sized() {
 }
 
 #[test]
+fn an_empty_namespace_is_not_shown() {
+    let input = "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata: {name: c, namespace: ''}\nspec:\n  headGroupSpec:\n    template: {spec: {containers: [{name: h, image: i, resources: {limits: {cpu: 1, memory: 1Gi}}}]}}\n";
+    let output = raygate(&["validate", "-f", "-"], Some(input));
+    assert_eq!(
+        stdout(&output),
+        "raycluster.ray.io/c valid\n",
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
 fn podgroup_refuses_objects_validate_rejects() {
     let input = "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata: {name: tpu}\nspec:\n  headGroupSpec:\n    template: {spec: {containers: [{name: h, image: i}]}}\n  workerGroupSpecs:\n  - groupName: g\n    numOfHosts: 0\n    replicas: 1\n    minReplicas: 1\n    maxReplicas: 1\n    template: {spec: {containers: [{name: w, image: i}]}}\n";
     let validate = raygate(&["validate", "-f", "-"], Some(input));
