@@ -5,6 +5,7 @@ use std::io::{self, Write};
 use anyhow::Result;
 use clap::ValueEnum;
 use raygate_api::conversion::{self, RayVersion};
+use raygate_api::input;
 
 use crate::{EXIT_INVALID, EXIT_VALID, read_inputs};
 
@@ -46,9 +47,8 @@ pub fn run(files: &[String], target: Target) -> Result<u8> {
     if failed {
         return Ok(EXIT_INVALID);
     }
-    let mut out = io::stdout().lock();
-    for value in &converted {
-        write!(out, "---\n{}", serde_saphyr::to_string(value)?)?;
-    }
+    io::stdout()
+        .lock()
+        .write_all(input::documents_to_yaml(&converted).as_bytes())?;
     Ok(EXIT_VALID)
 }

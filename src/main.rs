@@ -72,7 +72,8 @@ enum Command {
     },
     /// Print the Volcano PodGroup each RayJob and standalone RayCluster would get.
     ///
-    /// Exit codes: 0 all sized, 1 some object cannot be sized, 2 unreadable input.
+    /// Exit codes: 0 all sized, 1 some object is invalid (as `validate` says) or cannot be
+    /// sized, 2 unreadable input.
     Podgroup {
         #[command(flatten)]
         files: Files,
@@ -263,11 +264,22 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => ExitCode::from(code),
+        // The reader went away (`raygate podgroup -f x.yaml | head`): nothing is wrong.
+        Err(e) if is_broken_pipe(&e) => ExitCode::from(EXIT_VALID),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(EXIT_UNREADABLE)
         }
     }
+}
+
+/// Whether writing the output failed because its reader closed the pipe.
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    })
 }
 
 fn run(cli: Cli) -> Result<u8> {
@@ -307,10 +319,11 @@ fn run(cli: Cli) -> Result<u8> {
         }
         Command::Follow { args } => follow::run(args),
         Command::Version => {
-            println!(
+            writeln!(
+                io::stdout().lock(),
                 "raygate {} (ray.io/v1 compatible with KubeRay v1.7, Volcano scheduling.volcano.sh/v1beta1)",
                 env!("CARGO_PKG_VERSION")
-            );
+            )?;
             Ok(EXIT_VALID)
         }
     }
@@ -424,11 +437,12 @@ fn validate(files: &[String], output: ValidateOutput, ctx: &ValidationContext) -
 
 /// kubectl's wording: `The RayJob "demo" is invalid:` followed by `* field: message` lines.
 fn write_text_report(out: &mut impl Write, report: &ObjectReport) -> io::Result<()> {
-    let name = report.name.as_deref().unwrap_or("<unnamed>");
+    let name = report.display_name();
     let resource = format!("{}.ray.io/{name}", report.kind.to_lowercase());
     let namespace = report
         .namespace
         .as_deref()
+        .filter(|ns| !ns.is_empty())
         .map(|ns| format!(" -n {ns}"))
         .unwrap_or_default();
     if report.valid {
@@ -472,11 +486,7 @@ fn podgroups(files: &[String], output: ObjectOutput) -> Result<u8> {
             continue;
         };
         let report = &checked.report;
-        let key = format!(
-            "{}/{}",
-            report.kind,
-            report.name.as_deref().unwrap_or("<unnamed>")
-        );
+        let key = format!("{}/{}", report.kind, report.display_name());
         let Some(result) = checked.pod_group() else {
             let reasons: Vec<String> = report
                 .findings
@@ -492,7 +502,25 @@ fn podgroups(files: &[String], output: ObjectOutput) -> Result<u8> {
             continue;
         };
         match result {
-            Ok(group) => groups.push(group),
+            Ok(_) if !report.valid => {
+                write_text_report(&mut io::stderr().lock(), report)?;
+                eprintln!(
+                    "error: {source}: {key} is invalid, so it gets no PodGroup; fix what \
+                     raygate validate reports above"
+                );
+                failed = true;
+            }
+            Ok(group) => {
+                if let Some(prefix) = &report.generate_name {
+                    eprintln!(
+                        "note: {source}: {key} has generateName {prefix:?} and no name: the API \
+                         server appends 5 random characters, shown as {}, and the PodGroup is \
+                         named after the result",
+                        raygate_api::keys::GENERATED_SUFFIX
+                    );
+                }
+                groups.push(group);
+            }
             Err(sizing::SizingError::OwnedByRayJob { .. }) => {
                 eprintln!(
                     "note: {source}: {key} was created by a RayJob; its Pods join the RayJob's PodGroup"
@@ -515,9 +543,11 @@ fn podgroups(files: &[String], output: ObjectOutput) -> Result<u8> {
             writeln!(out)?;
         }
         ObjectOutput::Yaml => {
-            for group in &groups {
-                write!(out, "---\n{}", serde_saphyr::to_string(group)?)?;
-            }
+            let values = groups
+                .iter()
+                .map(serde_json::to_value)
+                .collect::<Result<Vec<_>, _>>()?;
+            out.write_all(input::documents_to_yaml(&values).as_bytes())?;
         }
     }
     Ok(if failed { EXIT_INVALID } else { EXIT_VALID })
@@ -525,7 +555,9 @@ fn podgroups(files: &[String], output: ObjectOutput) -> Result<u8> {
 
 fn crds(write: Option<PathBuf>) -> Result<u8> {
     match write {
-        None => print!("{}", crd::render_crds_yaml()),
+        None => io::stdout()
+            .lock()
+            .write_all(crd::render_crds_yaml().as_bytes())?,
         Some(dir) => {
             fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             for (file, yaml) in crd::generate_crd_files() {

@@ -5,6 +5,7 @@
 //! same setting is a flag of `raygate run` it has the same name here.
 
 use std::collections::BTreeMap;
+use std::io::{self, Write};
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
@@ -240,13 +241,17 @@ impl InstallArgs {
 pub fn run(install: InstallArgs, webhooks: WebhookConfigurationArgs) -> Result<u8> {
     let (options, ca_bundle) = install.options()?;
     if !webhooks.webhook_configurations {
-        print!("{}", render_yaml(&options));
+        io::stdout()
+            .lock()
+            .write_all(render_yaml(&options).as_bytes())?;
         return Ok(EXIT_VALID);
     }
     let client = match webhooks.webhook_url {
         None => WebhookClient::Service,
         Some(base) => WebhookClient::Url { base, ca_bundle },
     };
-    print!("{}", webhook_configurations_yaml(&options, &client));
+    io::stdout()
+        .lock()
+        .write_all(webhook_configurations_yaml(&options, &client).as_bytes())?;
     Ok(EXIT_VALID)
 }

@@ -186,6 +186,63 @@ fn unreadable_input_exits_2_with_a_location() {
 }
 
 #[test]
+fn a_syntax_error_is_located_once_by_its_header() {
+    // The header was once one line and column past the position in the parser's text.
+    let output = raygate(
+        &["validate", "-f", "-"],
+        Some("metadata:\n  name: a\n labels: {}\n"),
+    );
+    assert_eq!(output.status.code(), Some(2));
+    let text = stderr(&output);
+    assert!(text.starts_with("error: -:3:2: "), "{text}");
+    assert!(!text.contains("line") && !text.contains("column"), "{text}");
+    let output = raygate(
+        &["validate", "-f", "-"],
+        Some("kind: A\nspec:\n  x: [1, 2\n  y: 3\n"),
+    );
+    let text = stderr(&output);
+    assert!(text.starts_with("error: -:4:4: "), "{text}");
+    assert!(!text.contains("line") && !text.contains("column"), "{text}");
+}
+
+#[test]
+fn a_reader_that_stops_early_ends_the_output_quietly() {
+    let one = "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata: {name: c}\nspec:\n  headGroupSpec:\n    template: {spec: {containers: [{name: h, image: i, resources: {limits: {cpu: 1, memory: 1Gi}}}]}}\n---\n";
+    for args in [&["podgroup", "-f", "-"][..], &["crds"][..]] {
+        let input = one.repeat(3_000);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_raygate"))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("raygate starts");
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        let writer = std::thread::spawn(move || {
+            let _ = stdin.write_all(input.as_bytes());
+        });
+        // `| head -c 100`: read a little, then close the pipe.
+        let mut stdout = child.stdout.take().expect("stdout is piped");
+        let mut start = [0u8; 100];
+        std::io::Read::read_exact(&mut stdout, &mut start).expect("some output");
+        drop(stdout);
+        let output = child.wait_with_output().expect("raygate finishes");
+        writer.join().expect("input written");
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            !stderr(&output).contains("Broken pipe"),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+}
+
+#[test]
 fn text_output_reads_like_kubectl() {
     let output = raygate(
         &[
@@ -261,6 +318,70 @@ fn podgroup_reports_what_cannot_be_sized() {
     assert_eq!(output.status.code(), Some(1));
     assert!(
         stderr(&output).contains("existing RayCluster"),
+        "{}",
+        stderr(&output)
+    );
+    // No namespace written: the object is named alone, not "/shared-job".
+    assert!(
+        stderr(&output).contains("RayJob shared-job "),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn an_empty_namespace_is_not_shown() {
+    let input = "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata: {name: c, namespace: ''}\nspec:\n  headGroupSpec:\n    template: {spec: {containers: [{name: h, image: i, resources: {limits: {cpu: 1, memory: 1Gi}}}]}}\n";
+    let output = raygate(&["validate", "-f", "-"], Some(input));
+    assert_eq!(
+        stdout(&output),
+        "raycluster.ray.io/c valid\n",
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn podgroup_refuses_objects_validate_rejects() {
+    let input = "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata: {name: tpu}\nspec:\n  headGroupSpec:\n    template: {spec: {containers: [{name: h, image: i}]}}\n  workerGroupSpecs:\n  - groupName: g\n    numOfHosts: 0\n    replicas: 1\n    minReplicas: 1\n    maxReplicas: 1\n    template: {spec: {containers: [{name: w, image: i}]}}\n";
+    let validate = raygate(&["validate", "-f", "-"], Some(input));
+    assert_eq!(validate.status.code(), Some(1), "{}", stdout(&validate));
+    let output = raygate(&["podgroup", "-f", "-"], Some(input));
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    assert_eq!(stdout(&output), "");
+    let message = stdout(&validate)
+        .lines()
+        .find(|l| l.contains("numOfHosts"))
+        .expect("validate names numOfHosts")
+        .to_string();
+    assert!(stderr(&output).contains(&message), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("gets no PodGroup"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn objects_with_only_a_generate_name_are_named_by_it() {
+    let input = "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata: {generateName: batch-}\nspec:\n  headGroupSpec:\n    template: {spec: {containers: [{name: h, image: i}]}}\n";
+    let output = raygate(&["validate", "-f", "-"], Some(input));
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        stdout(&output).starts_with("raycluster.ray.io/batch-<random> valid\n"),
+        "{}",
+        stdout(&output)
+    );
+    let output = raygate(&["podgroup", "-f", "-"], Some(input));
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("name: ray-batch-<random>-pg\n"),
+        "{}",
+        stdout(&output)
+    );
+    assert!(!stdout(&output).contains("ray--pg"), "{}", stdout(&output));
+    assert!(
+        stderr(&output).contains("generateName \"batch-\" and no name"),
         "{}",
         stderr(&output)
     );
@@ -363,6 +484,35 @@ spec:
             .map(|d| d.value)
             .collect::<Vec<Value>>()
     );
+}
+
+#[test]
+fn convert_keeps_what_kubectl_reads_yaml_1_1_values_as() {
+    let input = "\
+apiVersion: ray.io/v1
+kind: RayCluster
+metadata: {name: c}
+spec:
+  enableInTreeAutoscaling: yes
+  headGroupSpec:
+    template:
+      spec:
+        containers:
+        - name: ray-head
+          image: rayproject/ray:2.9.0
+          env: [{name: FLAG, value: 'on'}, {name: MODE, value: \"0777\"}]
+        volumes: [{name: v, configMap: {name: c, defaultMode: 0777}}]
+";
+    let output = raygate(
+        &["convert", "-f", "-", "--to", "ray.io/v1alpha1"],
+        Some(input),
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.contains("defaultMode: 511"), "{text}");
+    assert!(text.contains("enableInTreeAutoscaling: true"), "{text}");
+    assert!(text.contains("value: \"on\""), "{text}");
+    assert!(text.contains("value: \"0777\""), "{text}");
 }
 
 #[test]

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::crd;
 use crate::finding::{Compat, Finding};
+use crate::keys;
 use crate::ray::v1::{RayCluster, RayJob};
 use crate::sizing::{self, GangSize, SizingError};
 use crate::validation::{self, ValidationContext};
@@ -53,10 +54,21 @@ pub struct ObjectReport {
     pub namespace: Option<String>,
     /// `metadata.name`, if written.
     pub name: Option<String>,
+    /// `metadata.generateName`, when written and `name` is not (the API server picks the name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generate_name: Option<String>,
     /// Whether the object has no error findings (warnings allowed).
     pub valid: bool,
     /// Every broken rule, in evaluation order.
     pub findings: Vec<Finding>,
+}
+
+impl ObjectReport {
+    /// The object's name for messages: its name, or its `generateName` with
+    /// [`keys::GENERATED_SUFFIX`] for what the API server will append.
+    pub fn display_name(&self) -> String {
+        keys::display_name(self.name.as_deref(), self.generate_name.as_deref())
+    }
 }
 
 /// The object after defaulting, when it could be read as a `ray.io/v1` type.
@@ -81,16 +93,23 @@ pub struct Checked {
 
 impl Checked {
     /// The PodGroup that gang-schedules the object, from the gang sized while checking;
-    /// `None` when the object could not be read.
+    /// `None` when the object could not be read. For an object with only a `generateName`, the
+    /// group's name shows [`keys::GENERATED_SUFFIX`] where the API server's characters will be.
     pub fn pod_group(&self) -> Option<Result<PodGroup, SizingError>> {
         let gang = match self.gang.as_ref()? {
             Ok(gang) => gang.clone(),
             Err(e) => return Some(Err(e.clone())),
         };
-        Some(match self.typed.as_ref()? {
+        let group = match self.typed.as_ref()? {
             Typed::RayJob(job) => sizing::ray_job_pod_group_of_size(job, gang),
             Typed::RayCluster(cluster) => sizing::ray_cluster_pod_group_of_size(cluster, gang),
-        })
+        };
+        Some(group.map(|mut group| {
+            if self.report.generate_name.is_some() {
+                group.metadata.name = Some(keys::pod_group_name(&self.report.display_name()));
+            }
+            group
+        }))
     }
 }
 
@@ -124,6 +143,8 @@ pub fn check_object(mut object: Value, ctx: &ValidationContext) -> Option<Checke
     let (api_version, kind) = (api_version.to_string(), kind.to_string());
     let namespace = metadata_str(&object, "namespace");
     let name = metadata_str(&object, "name");
+    let generate_name = metadata_str(&object, "generateName")
+        .filter(|g| !g.is_empty() && name.as_deref().is_none_or(str::is_empty));
     if let Value::Object(map) = &mut object {
         // Go's zero value: an object without `spec` is checked as one with an empty spec.
         map.entry("spec")
@@ -162,6 +183,7 @@ pub fn check_object(mut object: Value, ctx: &ValidationContext) -> Option<Checke
         kind: kind.to_string(),
         namespace,
         name,
+        generate_name,
         valid: !findings.iter().any(Finding::is_error),
         findings,
     };

@@ -248,12 +248,13 @@ fn quantities(gang: GangSize) -> BTreeMap<String, Quantity> {
         .collect()
 }
 
+/// `<namespace>/<name>`, or the name alone when the namespace is empty (an offline manifest).
 fn key(meta: &ObjectMeta) -> String {
-    format!(
-        "{}/{}",
-        meta.namespace.as_deref().unwrap_or_default(),
-        meta.name.as_deref().unwrap_or_default()
-    )
+    let name = meta.name.as_deref().unwrap_or_default();
+    match meta.namespace.as_deref().filter(|ns| !ns.is_empty()) {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_string(),
+    }
 }
 
 /// Signs that a KubeRay started with `--batch-scheduler=volcano` gang-schedules the object.

@@ -107,6 +107,23 @@ pub const VALIDATE_QUEUE_POLICY_PATH: &str = "/validate/queuepolicy";
 /// Label the API server sets on every Namespace to its name (tamper-resistant selector key).
 pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
+/// What stands for the characters the API server appends to a `generateName` (five random
+/// ones), in names raygate shows before the object exists.
+pub const GENERATED_SUFFIX: &str = "<random>";
+
+/// The name to show for an object: its `name`, else its `generateName` followed by
+/// [`GENERATED_SUFFIX`], else `<unnamed>`.
+pub fn display_name(name: Option<&str>, generate_name: Option<&str>) -> String {
+    match (
+        name.filter(|n| !n.is_empty()),
+        generate_name.filter(|g| !g.is_empty()),
+    ) {
+        (Some(name), _) => name.to_string(),
+        (None, Some(prefix)) => format!("{prefix}{GENERATED_SUFFIX}"),
+        (None, None) => "<unnamed>".to_string(),
+    }
+}
+
 /// Name of the PodGroup for a RayJob or a standalone RayCluster: `ray-<owner>-pg`.
 pub fn pod_group_name(owner: &str) -> String {
     format!("ray-{owner}-pg")
@@ -115,6 +132,14 @@ pub fn pod_group_name(owner: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn display_names_say_what_the_api_server_will_pick() {
+        assert_eq!(display_name(Some("demo"), Some("x-")), "demo");
+        assert_eq!(display_name(Some(""), Some("job-")), "job-<random>");
+        assert_eq!(display_name(None, Some("job-")), "job-<random>");
+        assert_eq!(display_name(None, None), "<unnamed>");
+    }
 
     #[test]
     fn pod_group_name_wraps_owner() {

@@ -242,12 +242,13 @@ pub fn ray_job_gang(job: &RayJob) -> Result<GangSize, SizingError> {
     Ok(gang)
 }
 
+/// `<namespace>/<name>`, or the name alone when the namespace is empty (an offline manifest).
 fn object_key(meta: &ObjectMeta) -> String {
-    format!(
-        "{}/{}",
-        meta.namespace.as_deref().unwrap_or_default(),
-        meta.name.as_deref().unwrap_or_default()
-    )
+    let name = meta.name.as_deref().unwrap_or_default();
+    match meta.namespace.as_deref().filter(|ns| !ns.is_empty()) {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_string(),
+    }
 }
 
 /// The PodGroup that gang-schedules a RayJob.

@@ -810,7 +810,9 @@ fn quantities_accept_integers_and_quantity_strings_only() {
         (
             "schema-pattern".into(),
             field.into(),
-            format!("Invalid value: \"1 core\": {field} in body should match '{QUANTITY_PATTERN}'")
+            format!(
+                "Invalid value: \"1 core\": {field} in body is not a Kubernetes quantity: write a number with an optional unit suffix, e.g. 2, 500m or 4Gi"
+            )
         )
     );
     let mut obj = rayjob();
@@ -821,7 +823,7 @@ fn quantities_accept_integers_and_quantity_strings_only() {
             "schema-type".into(),
             field.into(),
             format!(
-                "Invalid value: \"number\": {field} in body must be of type integer,string: \"number\""
+                "Invalid value: 0.5: {field} in body must be of type integer,string: \"number\"; write a number or a quoted string, e.g. 2 or \"500m\""
             )
         )
     );
@@ -836,14 +838,14 @@ fn integer_fields_reject_strings_and_fractions() {
         (
             "schema-type".into(),
             "spec.backoffLimit".into(),
-            "Invalid value: \"string\": spec.backoffLimit in body must be of type integer: \"string\"".into()
+            "Invalid value: \"x\": spec.backoffLimit in body must be of type integer: \"string\"; write a whole number without quotes, e.g. 3".into()
         )
     );
     let mut obj = rayjob();
     set(&mut obj, "/spec/backoffLimit", json!(1.5));
     assert_eq!(
         one_error(&obj).2,
-        "Invalid value: \"number\": spec.backoffLimit in body must be of type integer: \"number\""
+        "Invalid value: 1.5: spec.backoffLimit in body must be of type integer: \"number\"; write a whole number without quotes, e.g. 3"
     );
     let mut obj = rayjob();
     set(&mut obj, "/spec/backoffLimit", json!(2.0));
@@ -855,7 +857,7 @@ fn integer_fields_reject_strings_and_fractions() {
     set(&mut obj, "/spec/entrypointNumCpus", json!(true));
     assert_eq!(
         one_error(&obj).2,
-        "Invalid value: \"boolean\": spec.entrypointNumCpus in body must be of type number: \"boolean\""
+        "Invalid value: true: spec.entrypointNumCpus in body must be of type number: \"boolean\"; write a number without quotes, e.g. 1.5"
     );
 }
 
@@ -872,7 +874,7 @@ fn other_types_are_checked() {
     );
     assert_eq!(
         one_error(&obj).2,
-        "Invalid value: \"object\": spec.rayClusterSpec.workerGroupSpecs in body must be of type array: \"object\""
+        "Invalid value: {...} (a mapping): spec.rayClusterSpec.workerGroupSpecs in body must be of type array: \"object\"; write a list, e.g. [a, b] or one \"- item\" line per item"
     );
     let mut obj = rayjob();
     set(
@@ -885,7 +887,7 @@ fn other_types_are_checked() {
         (
             "schema-type".into(),
             "spec.rayClusterSpec.workerGroupSpecs[0]".into(),
-            "Invalid value: \"null\": spec.rayClusterSpec.workerGroupSpecs[0] in body must be of type object: \"null\"".into()
+            "Invalid value: null: spec.rayClusterSpec.workerGroupSpecs[0] in body must be of type object: \"null\"; write a mapping of keys to values, e.g. {key: value}".into()
         )
     );
     let mut obj = rayjob();
@@ -1246,7 +1248,7 @@ fn unknown_kinds_and_non_objects_are_reported() {
     assert_eq!(found.len(), 1);
     assert_eq!(
         found[0].message,
-        "Invalid value: \"string\": body must be of type object: \"string\""
+        "Invalid value: \"x\": body must be of type object: \"string\"; write a mapping of keys to values, e.g. {key: value}"
     );
 }
 
@@ -1626,7 +1628,7 @@ fn max_items() {
         [triple(
             "schema-type",
             "list[1]",
-            "Invalid value: \"integer\": list[1] in body must be of type string: \"integer\""
+            "Invalid value: 1: list[1] in body must be of type string: \"integer\"; write text, quoted if it looks like a number or a boolean, e.g. \"2.9\""
         )]
     );
 }
@@ -1658,7 +1660,7 @@ fn preserve_unknown_fields_and_nullable() {
         [triple(
             "schema-type",
             "free",
-            "Invalid value: \"integer\": free in body must be of type object: \"integer\""
+            "Invalid value: 1: free in body must be of type object: \"integer\"; write a mapping of keys to values, e.g. {key: value}"
         )]
     );
     assert_eq!(

@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use super::pattern::QUANTITY_PATTERN;
 use super::schema::{self, Node, Rule, Ty};
 use super::structural::{self, json_type, non_nullable_null};
 use crate::finding::{Compat, Finding};
@@ -137,6 +138,34 @@ fn type_matches(ty: Ty, value: &Value) -> bool {
 }
 
 /// `spec.x in body` (`body` alone at the root).
+/// What was written, as the user would recognise it: a scalar as JSON (long text shortened), a
+/// collection by its shape.
+fn written(value: &Value) -> String {
+    match value {
+        Value::String(text) if text.chars().count() > 60 => {
+            let head: String = text.chars().take(57).collect();
+            format!("{}...", quote(&head))
+        }
+        Value::Array(_) => "[...] (a list)".to_owned(),
+        Value::Object(_) => "{...} (a mapping)".to_owned(),
+        scalar => scalar.to_string(),
+    }
+}
+
+/// What to write instead, for a field of type `ty`.
+fn type_hint(ty: Ty) -> &'static str {
+    match ty {
+        Ty::Integer => "write a whole number without quotes, e.g. 3",
+        Ty::Number => "write a number without quotes, e.g. 1.5",
+        Ty::Boolean => "write true or false without quotes",
+        Ty::String => "write text, quoted if it looks like a number or a boolean, e.g. \"2.9\"",
+        Ty::IntOrString => "write a number or a quoted string, e.g. 2 or \"500m\"",
+        Ty::Array => "write a list, e.g. [a, b] or one \"- item\" line per item",
+        Ty::Object => "write a mapping of keys to values, e.g. {key: value}",
+        Ty::Any => "write any value",
+    }
+}
+
 fn subject(path: &str) -> String {
     if path.is_empty() {
         "body".to_owned()
@@ -173,11 +202,15 @@ impl Validator {
             return;
         }
         if !type_matches(s.ty, value) {
-            let found = json_type(value);
+            // The API server's sentence, but echoing what was written where it repeats the
+            // type it found, and saying what to write.
             let message = format!(
-                "Invalid value: \"{found}\": {} must be of type {}: \"{found}\"",
+                "Invalid value: {}: {} must be of type {}: \"{}\"; {}",
+                written(value),
                 subject(path),
-                s.ty.name()
+                s.ty.name(),
+                json_type(value),
+                type_hint(s.ty)
             );
             self.error("schema-type", path, message);
             return;
@@ -326,11 +359,20 @@ impl Validator {
         if let (Some(pattern), Some(known)) = (&s.pattern, s.known_pattern) {
             // Only patterns raygate knows are checked; the generated CRDs declare no other.
             if !known.matches(text) {
-                let message = format!(
-                    "Invalid value: {}: {} should match '{pattern}'",
-                    quote(text),
-                    subject(path)
-                );
+                let message = if pattern == QUANTITY_PATTERN {
+                    format!(
+                        "Invalid value: {}: {} is not a Kubernetes quantity: write a number with \
+                         an optional unit suffix, e.g. 2, 500m or 4Gi",
+                        quote(text),
+                        subject(path)
+                    )
+                } else {
+                    format!(
+                        "Invalid value: {}: {} should match '{pattern}'",
+                        quote(text),
+                        subject(path)
+                    )
+                };
                 self.error("schema-pattern", path, message);
             }
         }

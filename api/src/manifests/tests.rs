@@ -345,7 +345,12 @@ fn the_yaml_rendering_parses_back_to_the_objects() {
     let yaml = render_yaml(&custom());
     let documents = crate::input::parse_documents("install.yaml", &yaml).unwrap();
     let values: Vec<Value> = documents.into_iter().map(|d| d.value).collect();
-    assert_eq!(values, render(&custom()));
+    // `minimum: 0.0` is the integer 0 to kubectl, as to the API server.
+    let expected: Vec<Value> = render(&custom())
+        .iter()
+        .map(crate::input::as_the_api_server_reads)
+        .collect();
+    assert_eq!(values, expected);
 }
 
 #[test]

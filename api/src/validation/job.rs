@@ -618,7 +618,20 @@ fn kueue_pod_sets(job: &RayJob, mode: &str, out: &mut Out<'_>) {
 /// raygate: `entrypoint`, `entrypointResources` and `metadata`, which KubeRay only looks at when
 /// it submits the job (§7.2, §10 row 19).
 fn submit_payload(spec: &RayJobSpec, mode: &str, out: &mut Out<'_>) {
-    if mode != "InteractiveMode" && spec.entrypoint.as_deref().unwrap_or("").trim().is_empty() {
+    // In K8sJobMode KubeRay keeps a command the submitter template's first container sets, and
+    // the entrypoint is then never used.
+    let own_command = mode == "K8sJobMode"
+        && spec
+            .submitter_pod_template
+            .as_ref()
+            .and_then(|t| t.spec.as_ref())
+            .and_then(|s| s.containers.first())
+            .and_then(|c| c.command.as_ref())
+            .is_some_and(|command| !command.is_empty());
+    if mode != "InteractiveMode"
+        && !own_command
+        && spec.entrypoint.as_deref().unwrap_or("").trim().is_empty()
+    {
         out.raygate_warning(
             rr::RAYJOB_ENTRYPOINT_EMPTY,
             "entrypoint",

@@ -1235,6 +1235,19 @@ fn rayjob_rules() {
             "rayjob-entrypoint-empty",
             "spec: {entrypoint: null, submissionMode: InteractiveMode}",
         ),
+        // KubeRay keeps the submitter's own command and never uses the entrypoint.
+        pass(
+            "rayjob-entrypoint-empty",
+            "spec: {entrypoint: null, submitterPodTemplate: {spec: {restartPolicy: Never, containers: [{name: s, image: i, command: [python, submit.py]}]}}}",
+        ),
+        fire(
+            "rayjob-entrypoint-empty",
+            "spec: {entrypoint: null, submitterPodTemplate: {spec: {restartPolicy: Never, containers: [{name: s, image: i, command: []}]}}}",
+        ),
+        fire(
+            "rayjob-entrypoint-empty",
+            "spec: {entrypoint: null, submissionMode: HTTPMode, submitterPodTemplate: {spec: {containers: [{name: s, image: i, command: [python]}]}}}",
+        ),
         fire(
             "rayjob-entrypoint-resources-invalid",
             "spec: {entrypointResources: '{\"custom\": \"1\"}'}",
