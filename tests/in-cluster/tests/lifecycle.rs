@@ -1,9 +1,12 @@
-//! The installation's life after `helm install` (run after `in_cluster`, as it ends the
+//! The installation's life after it was installed (run after `in_cluster`, as it ends the
 //! installation): raygate's ServiceAccount is granted exactly the rendering's RBAC and raygate
-//! met no 403 doing its work; `helm upgrade` (a changed setting rolls both replicas) and
-//! `helm rollback` under continuous admission load fail no admission; `helm uninstall` leaves no
-//! webhook configuration that would refuse Pods, no Secret or Lease of raygate's, and keeps
-//! the CRDs (and so every RayJob) as README.md documents.
+//! met no 403 doing its work; an upgrade (a changed setting rolls both replicas) and a rollback
+//! under continuous admission load fail no admission; uninstalling leaves no webhook
+//! configuration that would refuse Pods and no Secret or Lease of raygate's. Each step is done
+//! as README.md's install commands do it: `helm upgrade`/`rollback`/`uninstall` (which keeps the
+//! CRDs, and so every RayJob) for `RAYGATE_ENV_INSTALL=helm`; `kubectl apply --server-side` of a
+//! new and then the old `raygate manifests` rendering, and `kubectl delete -f` (which deletes
+//! the CRDs with the rest) for `RAYGATE_ENV_INSTALL=manifests`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -43,6 +46,162 @@ async fn helm(env: &Env, args: &[&str]) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// How the environment installed raygate, and so how this test changes and removes it.
+enum Installation {
+    /// `helm install` of the chart as this release.
+    Helm { release: String },
+    /// `kubectl apply --server-side -f` of `raygate manifests` with these flags.
+    Manifests { flags: Vec<String> },
+}
+
+impl Installation {
+    fn of(env: &Env) -> Installation {
+        match env.var("RAYGATE_ENV_INSTALL") {
+            "helm" => Installation::Helm {
+                release: env.var("RAYGATE_IN_CLUSTER_RELEASE").to_owned(),
+            },
+            _ => Installation::Manifests {
+                flags: env
+                    .var("RAYGATE_IN_CLUSTER_MANIFESTS_FLAGS")
+                    .split(',')
+                    .filter(|flag| !flag.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+            },
+        }
+    }
+
+    /// Writes `raygate manifests` with the installation's flags and `extra` (a changed setting,
+    /// or none for the installed rendering) to a file, as a user writes install.yaml.
+    fn render(flags: &[String], extra: &[&str]) -> String {
+        let file = std::env::temp_dir().join("raygate-e2e-in-cluster-install.yaml");
+        let rendering = std::process::Command::new(raygate_e2e::raygate::binary())
+            .arg("manifests")
+            .args(flags)
+            .args(extra)
+            .output()
+            .expect("running raygate manifests");
+        assert!(
+            rendering.status.success(),
+            "raygate manifests: {}",
+            String::from_utf8_lossy(&rendering.stderr)
+        );
+        std::fs::write(&file, &rendering.stdout).expect("writing install.yaml");
+        file.to_string_lossy().into_owned()
+    }
+
+    /// `kubectl ARGS...`; panics with its output on failure.
+    async fn kubectl(args: &[&str]) {
+        let out = raygate_e2e::kubectl::run(args).await;
+        assert!(
+            out.status.success(),
+            "kubectl {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Applies a new install.yaml: `kubectl apply --server-side -f`.
+    async fn apply_rendering(flags: &[String], extra: &[&str]) {
+        let file = Installation::render(flags, extra);
+        Installation::kubectl(&["apply", "--server-side", "-f", &file]).await;
+    }
+
+    /// Changes one setting (the log format): both replicas are replaced.
+    async fn upgrade(&self, env: &Env, raygate_ns: &str) {
+        match self {
+            Installation::Helm { release } => {
+                let chart = concat!(env!("CARGO_MANIFEST_DIR"), "/../../manifests/chart");
+                helm(
+                    env,
+                    &[
+                        "upgrade",
+                        release,
+                        chart,
+                        "-n",
+                        raygate_ns,
+                        "--reuse-values",
+                        "--set",
+                        "logFormat=json",
+                        "--wait",
+                        "--timeout",
+                        "5m",
+                    ],
+                )
+                .await;
+            }
+            Installation::Manifests { flags } => {
+                Installation::apply_rendering(flags, &["--log-format", "json"]).await;
+            }
+        }
+    }
+
+    /// Goes back to the installed settings.
+    async fn roll_back(&self, env: &Env, raygate_ns: &str) {
+        match self {
+            Installation::Helm { release } => {
+                helm(
+                    env,
+                    &[
+                        "rollback",
+                        release,
+                        "1",
+                        "-n",
+                        raygate_ns,
+                        "--wait",
+                        "--timeout",
+                        "5m",
+                    ],
+                )
+                .await;
+                let history =
+                    helm(env, &["history", release, "-n", raygate_ns, "-o", "json"]).await;
+                let history: serde_json::Value =
+                    serde_json::from_str(&history).expect("history JSON");
+                assert_eq!(
+                    history.as_array().map(Vec::len),
+                    Some(3),
+                    "install, upgrade, rollback: {history}"
+                );
+            }
+            Installation::Manifests { flags } => {
+                Installation::apply_rendering(flags, &[]).await;
+            }
+        }
+    }
+
+    /// Uninstalls raygate as README.md says.
+    async fn uninstall(&self, env: &Env, raygate_ns: &str) {
+        match self {
+            Installation::Helm { release } => {
+                helm(
+                    env,
+                    &[
+                        "uninstall",
+                        release,
+                        "-n",
+                        raygate_ns,
+                        "--wait",
+                        "--timeout",
+                        "3m",
+                    ],
+                )
+                .await;
+            }
+            Installation::Manifests { flags } => {
+                let file = Installation::render(flags, &[]);
+                Installation::kubectl(&["delete", "-f", &file, "--wait", "--timeout=3m"]).await;
+            }
+        }
+    }
+
+    /// Whether uninstalling keeps the CRDs: Helm's convention for the chart; `kubectl delete -f`
+    /// deletes every object of the file, the CRDs among them.
+    fn keeps_crds(&self) -> bool {
+        matches!(self, Installation::Helm { .. })
+    }
 }
 
 /// Admission load: dry-run creates of a Ray Pod in an opted-in namespace, one after another,
@@ -169,7 +328,7 @@ fn rendered_grants(options: &InstallOptions) -> Vec<(String, String, String)> {
 async fn upgrade_rollback_and_uninstall_under_load_fail_no_admission_and_leave_nothing_behind() {
     let env = in_cluster_env();
     let raygate_ns = namespace(&env);
-    let release = env.var("RAYGATE_IN_CLUSTER_RELEASE").to_owned();
+    let installation = Installation::of(&env);
     let client = env.client().await;
 
     // Least privilege: each rendered grant is one raygate's ServiceAccount has, and it met no
@@ -243,30 +402,13 @@ async fn upgrade_rollback_and_uninstall_under_load_fail_no_admission_and_leave_n
     let ns = TestNamespace::with_labels(&env, "incluster-upgrade", &OPT_IN).await;
     let load = AdmissionLoad::start(&ns);
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let chart = concat!(env!("CARGO_MANIFEST_DIR"), "/../../manifests/chart");
     // A changed setting: both replicas are replaced, one at a time (maxUnavailable 0).
     let before: Vec<String> = raygate_pods(&env)
         .await
         .into_iter()
         .filter_map(|p| p.metadata.name)
         .collect();
-    helm(
-        &env,
-        &[
-            "upgrade",
-            &release,
-            chart,
-            "-n",
-            &raygate_ns,
-            "--reuse-values",
-            "--set",
-            "logFormat=json",
-            "--wait",
-            "--timeout",
-            "5m",
-        ],
-    )
-    .await;
+    installation.upgrade(&env, &raygate_ns).await;
     wait_rolled_out(&env, &ns).await;
     let after: Vec<String> = raygate_pods(&env)
         .await
@@ -277,32 +419,8 @@ async fn upgrade_rollback_and_uninstall_under_load_fail_no_admission_and_leave_n
         after.iter().all(|p| !before.contains(p)),
         "upgraded Pods {after:?} replace {before:?}"
     );
-    helm(
-        &env,
-        &[
-            "rollback",
-            &release,
-            "1",
-            "-n",
-            &raygate_ns,
-            "--wait",
-            "--timeout",
-            "5m",
-        ],
-    )
-    .await;
+    installation.roll_back(&env, &raygate_ns).await;
     wait_rolled_out(&env, &ns).await;
-    let history = helm(
-        &env,
-        &["history", &release, "-n", &raygate_ns, "-o", "json"],
-    )
-    .await;
-    let history: serde_json::Value = serde_json::from_str(&history).expect("history JSON");
-    assert_eq!(
-        history.as_array().map(Vec::len),
-        Some(3),
-        "install, upgrade, rollback: {history}"
-    );
     let (sent, failed, errors) = load.finish().await;
     assert!(sent > 20, "only {sent} admissions were sent");
     assert_eq!(
@@ -310,19 +428,7 @@ async fn upgrade_rollback_and_uninstall_under_load_fail_no_admission_and_leave_n
         "{failed} of {sent} admissions failed during upgrade and rollback: {errors:?}"
     );
 
-    helm(
-        &env,
-        &[
-            "uninstall",
-            &release,
-            "-n",
-            &raygate_ns,
-            "--wait",
-            "--timeout",
-            "3m",
-        ],
-    )
-    .await;
+    installation.uninstall(&env, &raygate_ns).await;
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     assert!(
@@ -370,9 +476,13 @@ async fn upgrade_rollback_and_uninstall_under_load_fail_no_admission_and_leave_n
         "rayclusters.ray.io",
         "queuepolicies.raygate.io",
     ] {
-        assert!(
-            crds.get_opt(name).await.expect("get").is_some(),
-            "CRD {name} was removed"
+        let crd = crds.get_opt(name).await.expect("get");
+        let kept = crd.is_some_and(|crd| crd.metadata.deletion_timestamp.is_none());
+        assert_eq!(
+            kept,
+            installation.keeps_crds(),
+            "CRD {name} kept: {kept}, expected {}",
+            installation.keeps_crds()
         );
     }
 }
