@@ -11,8 +11,9 @@
 //!   `minMember` = head + workers, `minResources` = head + workers + submitter;
 //! * kept in sync with the spec while the RayJob runs and with a standalone cluster's spec;
 //! * recomputed from the live cluster when a RayJob finishes or retries (KubeRay v1.7,
-//!   `kuberay-compat.md` §9.8), zeroed when its cluster is gone, when it or a standalone
-//!   cluster is suspended (§10 row 9) or being deleted;
+//!   docs/upstream.md, "KubeRay: Volcano adapter"), zeroed when its cluster is gone, when it or a
+//!   standalone cluster is suspended (docs/upstream.md, "KubeRay: known defects", 9) or being
+//!   deleted;
 //! * never anything but PodGroups: RayClusters, Pods and Jobs stay KubeRay's;
 //! * a PodGroup or cluster that shows KubeRay's own Volcano adapter at work is left alone
 //!   ([`Plan::KubeRayGangScheduled`]), so two writers never fight over one gang.
@@ -167,8 +168,9 @@ fn ray_job_target(job: &RayJob, observed: &Observed<'_>) -> Target {
         return Target::Zero;
     }
     if job.spec.ray_cluster_spec.is_none() {
-        // §10 row 3: no error loop; KubeRay runs the job on the user's cluster, whose own
-        // PodGroup (if it is a standalone cluster here) gang-schedules it.
+        // docs/upstream.md, "KubeRay: known defects", 3: no error loop; KubeRay runs the job on the
+        // user's cluster, whose own PodGroup (if it is a standalone cluster here) gang-schedules
+        // it.
         return Target::Skip(format!(
             "RayJob runs on an existing RayCluster (spec.clusterSelector); it gets no PodGroup of its own ({})",
             key(&job.metadata)

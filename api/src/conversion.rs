@@ -4,9 +4,9 @@
 //! every `v1`-only field and a `v1alpha1` write erases them. raygate's conversion keeps them:
 //!
 //! * **`v1` → `v1alpha1`** moves every `v1`-only field (per the difference table of
-//!   `kuberay-compat.md` §4.3) out of the object into one reserved annotation,
-//!   [`keys::V1_FIELDS_ANNOTATION`], and writes the fields that `v1alpha1` requires but `v1`
-//!   leaves optional (`spec.entrypoint`, `rayStartParams`) as empty placeholders, noting which
+//!   docs/upstream.md, "KubeRay: API versions and conversion") out of the object into one reserved
+//!   annotation, [`keys::V1_FIELDS_ANNOTATION`], and writes the fields that `v1alpha1` requires but
+//!   `v1` leaves optional (`spec.entrypoint`, `rayStartParams`) as empty placeholders, noting which
 //!   ones it invented.
 //! * **`v1alpha1` → `v1`** puts the kept fields back where they were (a field the object itself
 //!   carries wins), drops the placeholders it invented if they are still empty, and removes the
@@ -20,7 +20,7 @@
 //!
 //! The conversion works on the raw JSON and touches only the paths that differ between the
 //! versions: every other field, known or not, passes through unchanged, and in `metadata` only
-//! `annotations` ever changes (the ConversionReview rules of `admission.md` §3).
+//! `annotations` ever changes (docs/upstream.md, "Kubernetes: ConversionReview").
 //!
 //! The annotation's value is a JSON object mirroring the object's structure: `v1`-only fields at
 //! their place, worker groups as an object keyed by `groupName`, and `"$absent": [...]` listing

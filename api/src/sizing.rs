@@ -1,11 +1,13 @@
 //! PodGroup sizing: the gang that schedules a RayJob or a standalone RayCluster.
 //!
-//! Follows KubeRay v1.7's Volcano adapter (`kuberay-compat.md` §9) with two deliberate fixes:
+//! Follows KubeRay v1.7's Volcano adapter (docs/upstream.md, "KubeRay: Volcano adapter") with two
+//! deliberate fixes:
 //!
 //! * one replica count for both `minMember` and `minResources`: `replicas` clamped into
-//!   `[minReplicas, maxReplicas]`, unset meaning `minReplicas` (KubeRay multiplies resources by
-//!   the raw `replicas`, so an unset `replicas` counts Pods but no resources — §10 row 11);
-//! * every per-replica quantity is multiplied by `numOfHosts` (§10 row 10).
+//!   `[minReplicas, maxReplicas]`, unset meaning `minReplicas` (KubeRay multiplies resources by the
+//!   raw `replicas`, so an unset `replicas` counts Pods but no resources — docs/upstream.md,
+//!   "KubeRay: known defects", 11);
+//! * every per-replica quantity is multiplied by `numOfHosts` (defect 10).
 //!
 //! The submitter is never counted in `minMember` — it waits for the cluster, so counting it
 //! would deadlock the gang (ray-project/kuberay#3972) — but its resources are in `minResources`

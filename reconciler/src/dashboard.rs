@@ -1,4 +1,4 @@
-//! A client of the Ray dashboard's Jobs REST API (`ray-jobs-api.md`), over hyper.
+//! A client of the Ray dashboard's Jobs REST API (docs/upstream.md, "Ray: Jobs API"), over hyper.
 //!
 //! Every call has a timeout (KubeRay: 2 s direct). Addresses come from `status.dashboardURL`
 //! (`<head-svc>.<ns>.svc.<domain>:<port>`) through an [`AddressResolver`], so tests and
@@ -189,7 +189,7 @@ impl Dashboard {
     }
 
     /// `POST /api/jobs/`. A submission id Ray already has counts as submitted: Ray answers a
-    /// duplicate with HTTP 500 and "already exists" (`ray-jobs-api.md` §4.1).
+    /// duplicate with HTTP 500 and "already exists" (docs/upstream.md, "Ray: Jobs API").
     pub async fn submit(&self, dashboard_url: &str, request: &Value) -> Result<(), DashboardError> {
         let path = "/api/jobs/";
         let answer = self

@@ -24,20 +24,21 @@ pub const NOT_A_RAY_OBJECT: &str = "admission-not-a-ray-object";
 
 /// **Error.** A RayJob with `clusterSelector` in an opted-in namespace: it runs on an existing
 /// cluster, so it has no gang of its own, and KubeRay's Volcano adapter retries it forever
-/// (`kuberay-compat.md` §9.5, §10 row 3).
+/// (docs/upstream.md, "KubeRay: Volcano adapter"; defect 3).
 pub const VOLCANO_CLUSTER_SELECTOR: &str = "volcano-cluster-selector";
 /// **Error.** The queue does not exist: Volcano ignores a PodGroup whose queue is missing, so
-/// the gang would wait forever (`volcano.md` §6).
+/// the gang would wait forever (docs/upstream.md, "Volcano: Pods without a PodGroup").
 pub const VOLCANO_QUEUE_MISSING: &str = "volcano-queue-missing";
 /// **Error.** The queue is `Closed`, `Closing` or `Unknown`: Volcano admits no new PodGroup to
-/// it (`volcano.md` §3.3, §7.3).
+/// it (docs/upstream.md, "Volcano: PodGroup and Queue").
 pub const VOLCANO_QUEUE_NOT_OPEN: &str = "volcano-queue-not-open";
 /// **Warning.** The queue's controller has not written a state yet. Volcano's queue controller
 /// treats that as `Open`; its PodGroup webhook, if enabled, may still refuse the PodGroup until
-/// the state is written (`volcano.md` §3.3, §8.3).
+/// the state is written (docs/upstream.md, "Volcano: PodGroup and Queue").
 pub const VOLCANO_QUEUE_STATE_UNSET: &str = "volcano-queue-state-unset";
 /// **Error.** The gang's `minResources` exceed the queue's `capability` in some resource: the
-/// PodGroup can never be enqueued (`volcano.md` §7.3). One finding per resource.
+/// PodGroup can never be enqueued (docs/upstream.md, "Volcano: gang scheduling"). One finding per
+/// resource.
 pub const VOLCANO_GANG_EXCEEDS_CAPABILITY: &str = "volcano-gang-exceeds-capability";
 
 /// **Error, or warning under `enforcement: Warn`.** The queue is not in a matching policy's
@@ -59,15 +60,15 @@ pub const POLICY_MAX_MIN_RESOURCES: &str = "queue-policy-max-min-resources";
 /// used.
 pub const POLICY_DEFAULT_QUEUE_CONFLICT: &str = "queue-policy-default-queue-conflict";
 
-/// **Error.** The queue label changed (or was added or removed) while the object's PodGroup
-/// exists: a RayJob with a [`live_cluster`], or a standalone RayCluster. Neither KubeRay nor
-/// Volcano moves an existing PodGroup to another queue (`kuberay-compat.md` §10 row 4).
+/// **Error.** The queue label changed (or was added or removed) while the object's PodGroup exists:
+/// a RayJob with a [`live_cluster`], or a standalone RayCluster. Neither KubeRay nor Volcano moves
+/// an existing PodGroup to another queue (docs/upstream.md, "KubeRay: known defects", 4).
 pub const QUEUE_LABEL_IMMUTABLE: &str = "queue-label-immutable";
 /// **Error.** The priority class label changed while the object's PodGroup exists (same reason
 /// as [`QUEUE_LABEL_IMMUTABLE`]).
 pub const PRIORITY_LABEL_IMMUTABLE: &str = "priority-label-immutable";
 /// **Warning.** `spec.rayClusterSpec` changed after the RayJob started: the reconciler keeps
-/// the cluster it created, as KubeRay does (`kuberay-compat.md` §10 row 18).
+/// the cluster it created, as KubeRay does (docs/upstream.md, "KubeRay: known defects", 18).
 pub const RAYJOB_CLUSTER_SPEC_CHANGE_IGNORED: &str = "rayjob-cluster-spec-change-ignored";
 
 /// Every rule name of this module, in catalogue order.

@@ -1,5 +1,5 @@
 //! The head Service and the Pods of a RayCluster, built the way KubeRay v1.7 builds them
-//! (`kuberay-compat.md` §8.2–8.3).
+//! (docs/upstream.md, "KubeRay: RayCluster controller").
 //!
 //! Pods are built from the typed Pod template; the Volcano metadata is not added here but by
 //! [`crate::onboarding`], which the reconciler applies to the built Pod in opted-in namespaces
@@ -630,11 +630,11 @@ fn set_command(container: &mut Container, ray_start: &str, keep_command: bool) {
 const DEFAULT_DASHBOARD_AGENT_PORT: i32 = 52365;
 
 /// Readiness and liveness probes on `containers[0]` where the user set none, as KubeRay v1.7
-/// injects them (`kuberay-compat.md` §8.3): from Ray 2.53 on, an HTTP GET of the agent's
-/// `/api/healthz` (raylet, and GCS on the head); before, a `wget` of the raylet's health and, on
-/// the head, of the GCS's through the dashboard. So the head Pod is Ready only once GCS answers,
-/// and a worker only once its raylet runs. An unparsable `rayVersion` gets the exec probes,
-/// which every Ray release answers.
+/// injects them (docs/upstream.md, "KubeRay: RayCluster controller"): from Ray 2.53 on, an HTTP GET
+/// of the agent's `/api/healthz` (raylet, and GCS on the head); before, a `wget` of the raylet's
+/// health and, on the head, of the GCS's through the dashboard. So the head Pod is Ready only once
+/// GCS answers, and a worker only once its raylet runs. An unparsable `rayVersion` gets the exec
+/// probes, which every Ray release answers.
 fn add_probes(
     container: &mut Container,
     role: PodRole<'_>,

@@ -1,5 +1,5 @@
 //! One reconcile of a RayCluster as a pure function: what exists → actions and status
-//! (`kuberay-compat.md` §8.1, §8.4, §9.5–9.6).
+//! (docs/upstream.md, "KubeRay: RayCluster controller" and "KubeRay: Volcano adapter").
 //!
 //! The order of the actions is the order they must run in: the head Service, the PodGroup
 //! (before any Pod, so Volcano never sees a Pod of a gang it does not know), Pod deletions,

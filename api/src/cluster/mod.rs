@@ -1,5 +1,6 @@
 //! The RayCluster controller's decisions: what a cluster's head Service and Pods look like, and
-//! which actions bring the observed Pods to the desired ones (`kuberay-compat.md` §8).
+//! which actions bring the observed Pods to the desired ones (docs/upstream.md,
+//! "KubeRay: RayCluster controller").
 //!
 //! * [`build`] turns a RayCluster into its head Service and into one head or worker Pod, the
 //!   way KubeRay v1.7 does (names, labels, `ray start` command, environment).

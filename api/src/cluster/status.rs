@@ -1,4 +1,5 @@
-//! The status of a RayCluster computed from what exists (`kuberay-compat.md` §3.2, §8.5).
+//! The status of a RayCluster computed from what exists (docs/upstream.md,
+//! "KubeRay: RayCluster controller").
 
 use std::collections::BTreeMap;
 

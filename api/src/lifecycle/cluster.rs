@@ -63,11 +63,11 @@ pub fn dashboard_url(cluster: &RayCluster, domain: &str) -> String {
     format!("{service}.{namespace}.svc.{domain}:{port}")
 }
 
-/// The RayCluster `name` that `job` creates (`kuberay-compat.md` §6.5): the RayJob's labels and
-/// annotations plus KubeRay's origin labels, a copy of `spec.rayClusterSpec`, a controller
-/// ownerReference to the RayJob; in SidecarMode the submitter container is appended to the head
-/// and the head never restarts; in Volcano namespaces (K8sJobMode, as KubeRay) the RayJob's
-/// PodGroup annotations, so the cluster's Pods are recognisably part of the RayJob's gang.
+/// The RayCluster `name` that `job` creates (docs/upstream.md, "KubeRay: RayJob controller"): the
+/// RayJob's labels and annotations plus KubeRay's origin labels, a copy of `spec.rayClusterSpec`, a
+/// controller ownerReference to the RayJob; in SidecarMode the submitter container is appended to
+/// the head and the head never restarts; in Volcano namespaces (K8sJobMode, as KubeRay) the
+/// RayJob's PodGroup annotations, so the cluster's Pods are recognisably part of the RayJob's gang.
 ///
 /// `dashboard_url` and `submission_id` are only used by SidecarMode's submitter.
 pub fn ray_cluster_for_job(
@@ -126,12 +126,12 @@ pub fn job_head_service_name(job: &RayJob) -> String {
     )
 }
 
-/// The RayJob head Service (`kuberay-compat.md` §7.4): the head Service of the current
-/// attempt's `cluster` — same selector, ports, type and headlessness, without the cluster's
-/// `headServiceAnnotations` — renamed to `<rayjob>-head-svc`, labelled as the RayJob's head
-/// (`ray.io/originated-from-cr-name`, `ray.io/originated-from-crd=RayJob`,
-/// `ray.io/node-type=head`, `ray.io/identifier=<rayjob>-head`) and owned by the RayJob, so
-/// clients reach whichever attempt is current under one stable name.
+/// The RayJob head Service (docs/upstream.md, "KubeRay: RayJob head Service"): the head Service of
+/// the current attempt's `cluster` — same selector, ports, type and headlessness, without the
+/// cluster's `headServiceAnnotations` — renamed to `<rayjob>-head-svc`, labelled as the RayJob's
+/// head (`ray.io/originated-from-cr-name`, `ray.io/originated-from-crd=RayJob`,
+/// `ray.io/node-type=head`, `ray.io/identifier=<rayjob>-head`) and owned by the RayJob, so clients
+/// reach whichever attempt is current under one stable name.
 pub fn job_head_service(job: &RayJob, cluster: &RayCluster, options: &BuildOptions) -> Service {
     let mut source = cluster.clone();
     source.spec.head_service_annotations = None;

@@ -1,5 +1,5 @@
-//! [`decide`]: KubeRay v1.7's RayJob state machine (`kuberay-compat.md` §6.2–6.7), branch by
-//! branch, as a pure function of a [`Snapshot`].
+//! [`decide`]: KubeRay v1.7's RayJob state machine (docs/upstream.md,
+//! "KubeRay: RayJob controller"), branch by branch, as a pure function of a [`Snapshot`].
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -585,7 +585,7 @@ impl<'s, 'a> Pass<'s, 'a> {
     }
 
     /// A ValidationFailed RayJob whose spec validates again starts over (upstream never leaves
-    /// the state, `kuberay-compat.md` §10 row 1).
+    /// the state, docs/upstream.md, "KubeRay: known defects", 1).
     fn revalidated(&mut self) -> Flow {
         self.st.reason = None;
         self.st.message = None;
@@ -896,7 +896,7 @@ impl<'s, 'a> Pass<'s, 'a> {
     }
 
     /// Running: `<rayjob>-head-svc` exists and selects the head of the current cluster
-    /// (`kuberay-compat.md` §7.4).
+    /// (docs/upstream.md, "KubeRay: RayJob head Service").
     fn sync_job_head_service(&mut self, cluster: &RayCluster) {
         let options = BuildOptions {
             cluster_domain: self.s.config.cluster_domain.clone(),
@@ -1111,7 +1111,7 @@ impl<'s, 'a> Pass<'s, 'a> {
         }
     }
 
-    /// KubeRay's counters and retry rule (`kuberay-compat.md` §6.4).
+    /// KubeRay's counters and retry rule (docs/upstream.md, "KubeRay: RayJob controller").
     fn counters_and_retry(&mut self) {
         let state = self.state();
         let mut failed = self.st.failed.unwrap_or(0);

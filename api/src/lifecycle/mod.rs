@@ -1,10 +1,10 @@
 //! The RayJob lifecycle as a pure function: what exists → what to do next.
 //!
 //! The reconciler observes a [`Snapshot`] (the RayJob, its RayCluster, submitter Job, head Pod,
-//! PodGroup and the Ray job's status as the dashboard reports it) and hands it to [`decide`],
-//! which returns a [`Decision`]: [`Action`]s to perform in order, stopping at the first failure,
-//! and when to look again. KubeRay v1.7's state machine (`kuberay-compat.md` §6) is followed
-//! branch by branch, with the improvements of §10.
+//! PodGroup and the Ray job's status as the dashboard reports it) and hands it to [`decide`], which
+//! returns a [`Decision`]: [`Action`]s to perform in order, stopping at the first failure, and when
+//! to look again. KubeRay v1.7's state machine (docs/upstream.md, "KubeRay: RayJob controller") is
+//! followed branch by branch, fixing the defects of docs/upstream.md, "KubeRay: known defects".
 //!
 //! Crash safety comes from three rules every branch keeps:
 //!

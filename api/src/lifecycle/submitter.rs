@@ -1,5 +1,5 @@
 //! The submitter: KubeRay's submit command, the K8sJobMode Job, the SidecarMode container and
-//! the HTTPMode request body (`kuberay-compat.md` §7.1–7.2).
+//! the HTTPMode request body (docs/upstream.md, "KubeRay: RayJob submitter").
 
 use std::collections::BTreeMap;
 
@@ -180,7 +180,7 @@ pub fn submit_command(
     Ok(tokens)
 }
 
-/// The HTTPMode request body of `POST /api/jobs/` (`kuberay-compat.md` §7.5).
+/// The HTTPMode request body of `POST /api/jobs/` (docs/upstream.md, "KubeRay: RayJob submitter").
 pub fn submit_request(job: &RayJob, submission_id: &str) -> Result<Value, SubmitCommandError> {
     let mut body = Map::new();
     body.insert(
@@ -318,7 +318,7 @@ pub(super) fn sidecar_container(
     container
 }
 
-/// The K8sJobMode submitter Job `<ns>/<rayjob>` (`kuberay-compat.md` §7.1).
+/// The K8sJobMode submitter Job `<ns>/<rayjob>` (docs/upstream.md, "KubeRay: RayJob submitter").
 ///
 /// The Pod template is `spec.submitterPodTemplate` (with `restartPolicy: Never` and the
 /// container name `ray-job-submitter` filled in when missing, so the Job API never refuses it)

@@ -1,5 +1,6 @@
-//! RayCluster rules: metadata (§5.3), spec (§5.7), upgrade options (§5.6), status (§5.5), and
-//! raygate's own cluster rules.
+//! RayCluster rules: KubeRay's `ValidateRayClusterMetadata`, `ValidateRayClusterSpec`,
+//! `ValidateRayClusterUpgradeOptions` and `ValidateRayClusterStatus` (docs/upstream.md,
+//! "KubeRay: validation"), and raygate's own cluster rules.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -79,7 +80,7 @@ pub(crate) fn effective_name(meta: &ObjectMeta) -> Option<String> {
     }
 }
 
-/// §5.3 `ValidateRayClusterMetadata`.
+/// KubeRay's `ValidateRayClusterMetadata`.
 fn validate_metadata(meta: &ObjectMeta, findings: &mut Vec<Finding>) {
     let name = effective_name(meta).unwrap_or_default();
     let mut out = Out::new(findings, "", "");
@@ -105,7 +106,7 @@ fn validate_metadata(meta: &ObjectMeta, findings: &mut Vec<Finding>) {
     }
 }
 
-/// §5.5 `ValidateRayClusterStatus`.
+/// KubeRay's `ValidateRayClusterStatus`.
 fn validate_status(cluster: &RayCluster, findings: &mut Vec<Finding>) {
     let Some(conditions) = cluster.status.as_ref().and_then(|s| s.conditions.as_ref()) else {
         return;
@@ -124,7 +125,7 @@ fn validate_status(cluster: &RayCluster, findings: &mut Vec<Finding>) {
     }
 }
 
-/// §5.6 `ValidateRayClusterUpgradeOptions`.
+/// KubeRay's `ValidateRayClusterUpgradeOptions`.
 fn validate_upgrade_options(cluster: &RayCluster, out: &mut Out<'_>) {
     let Some(kind) = cluster
         .spec
@@ -247,9 +248,9 @@ fn non_empty_list(value: Option<&Value>) -> bool {
         .is_some_and(|a| !a.is_empty())
 }
 
-// ----- §5.7 ValidateRayClusterSpec ---------------------------------------------------------
+// ----- ValidateRayClusterSpec --------------------------------------------------------------
 
-/// §5.7 `ValidateRayClusterSpec(spec, annotations)` — every rule, in KubeRay's order, with
+/// KubeRay's `ValidateRayClusterSpec(spec, annotations)` — every rule, in KubeRay's order, with
 /// raygate's own rules after the rule they belong to and the `unsupported-*` rules last.
 pub(crate) fn validate_spec(
     spec: &RayClusterSpec,
@@ -301,7 +302,7 @@ pub(crate) fn validate_spec(
                 "workerGroupSpec should have at least one container",
             );
         }
-        // raygate: unique, label-safe group names (§10 row 5).
+        // raygate: unique, label-safe group names (upstream defects 5 and 19, docs/upstream.md).
         if let Some(first) = seen_names.get(g) {
             out.raygate(
                 rr::WORKER_GROUP_DUPLICATE_NAME,
@@ -367,7 +368,8 @@ pub(crate) fn validate_spec(
                 );
             }
         }
-        // raygate: numOfHosts (§10 rows 10–12: it multiplies every Pod count and quantity).
+        // raygate: numOfHosts multiplies every Pod count and quantity (upstream defects 10–12,
+        // docs/upstream.md).
         if let Some(hosts) = group.num_of_hosts.filter(|h| *h < 1) {
             out.raygate(
                 rr::WORKER_GROUP_NUM_OF_HOSTS,
@@ -740,7 +742,8 @@ pub(crate) fn validate_spec(
     }
 }
 
-/// §5.7 rule 2 (and 4.5): resources in both `rayStartParams` and `resources`.
+/// `ValidateRayClusterSpec`, head and worker groups: resources in both `rayStartParams` and
+/// `resources`.
 fn group_resources(
     group: &str,
     base: &str,
@@ -760,7 +763,7 @@ fn group_resources(
     }
 }
 
-/// §5.7 rule 3 (and 4.6): Ray node labels.
+/// `ValidateRayClusterSpec`, head and worker groups: Ray node labels.
 fn group_labels(
     group: &str,
     base: &str,
@@ -797,7 +800,8 @@ fn group_labels(
 }
 
 /// raygate: the Ray container should request (or limit) CPU and memory, or the PodGroup's
-/// `minResources` counts 0 for it and Volcano reserves nothing (§9.4, §10 rows 11–12).
+/// `minResources` counts 0 for it and Volcano reserves nothing (docs/upstream.md,
+/// "KubeRay: Volcano adapter", defects 11–12).
 fn ray_container_resources(who: &str, base: &str, template: &PodTemplateSpec, out: &mut Out<'_>) {
     let Some(container) = ray_container(template) else {
         return;
@@ -822,7 +826,7 @@ fn ray_container_resources(who: &str, base: &str, template: &PodTemplateSpec, ou
     }
 }
 
-/// §5.7 rule 14: `historyServerOptions`.
+/// `ValidateRayClusterSpec`: `historyServerOptions`.
 fn history_server(
     spec: &RayClusterSpec,
     options: &Value,
@@ -973,7 +977,7 @@ fn collector_options(collector: &Value, out: &mut Out<'_>) {
     }
 }
 
-/// §5.7 rule 15: token authentication.
+/// `ValidateRayClusterSpec`: token authentication.
 fn auth(spec: &RayClusterSpec, out: &mut Out<'_>) {
     let k8s = k8s_token_auth_enabled(spec);
     if !token_auth_enabled(spec) {
@@ -1034,7 +1038,7 @@ fn auth(spec: &RayClusterSpec, out: &mut Out<'_>) {
     }
 }
 
-/// §5.7 rule 16: `networkPolicy` consistency.
+/// `ValidateRayClusterSpec`: `networkPolicy` consistency.
 fn network_policy(spec: &RayClusterSpec, policy: &Value, out: &mut Out<'_>) {
     let mode = policy
         .get("mode")
@@ -1103,7 +1107,7 @@ fn network_policy(spec: &RayClusterSpec, policy: &Value, out: &mut Out<'_>) {
     }
 }
 
-/// §5.7 rule 17: settings the operator manages when `tlsOptions` is set.
+/// `ValidateRayClusterSpec`: settings the operator manages when `tlsOptions` is set.
 fn tls(spec: &RayClusterSpec, out: &mut Out<'_>) {
     let check = |base: String, location: String, template: &PodTemplateSpec, out: &mut Out<'_>| {
         let Some(container) = ray_container(template) else {
@@ -1255,7 +1259,8 @@ fn unsupported(
     }
 }
 
-/// The autoscaler-v1 restartPolicy warning, emitted after the spec rules (§5.1, §5.7 rule 11).
+/// The autoscaler-v1 restartPolicy warning, emitted after the spec rules (docs/upstream.md,
+/// "KubeRay: validation").
 pub(crate) fn autoscaler_v1_restart_policy_warning(spec: &RayClusterSpec, out: &mut Out<'_>) {
     if !autoscaling_enabled(spec) || autoscaling_v2(spec) {
         return;

@@ -1,4 +1,5 @@
-//! RayJob rules: metadata (§5.4), spec (§5.8), status (§5.9), and raygate's own job rules.
+//! RayJob rules: KubeRay's `ValidateRayJobMetadata`, `ValidateRayJobSpec` and
+//! `ValidateRayJobStatus` (docs/upstream.md, "KubeRay: validation"), and raygate's own job rules.
 
 use serde_json::Value;
 
@@ -36,7 +37,7 @@ fn mode(spec: &RayJobSpec) -> &str {
     spec.submission_mode.as_deref().unwrap_or("K8sJobMode")
 }
 
-/// §5.4 `ValidateRayJobMetadata`.
+/// KubeRay's `ValidateRayJobMetadata`.
 fn validate_metadata(job: &RayJob, findings: &mut Vec<Finding>) {
     let name = effective_name(&job.metadata).unwrap_or_default();
     let mut out = Out::new(findings, "", "The RayJob metadata is invalid: ");
@@ -60,7 +61,7 @@ fn validate_metadata(job: &RayJob, findings: &mut Vec<Finding>) {
     }
 }
 
-/// §5.9 `ValidateRayJobStatus`.
+/// KubeRay's `ValidateRayJobStatus`.
 fn validate_status(job: &RayJob, findings: &mut Vec<Finding>) {
     let waiting = job
         .status
@@ -76,7 +77,7 @@ fn validate_status(job: &RayJob, findings: &mut Vec<Finding>) {
     }
 }
 
-/// §5.8 `ValidateRayJobSpec` — every rule in KubeRay's order, raygate's rules interleaved.
+/// KubeRay's `ValidateRayJobSpec` — every rule in KubeRay's order, raygate's rules interleaved.
 fn validate_spec(job: &RayJob, ctx: &ValidationContext, findings: &mut Vec<Finding>) {
     let spec = &job.spec;
     let suspend = spec.suspend.unwrap_or(false);
@@ -168,7 +169,7 @@ fn validate_spec(job: &RayJob, ctx: &ValidationContext, findings: &mut Vec<Findi
             format!("{SPEC_INVALID}BackoffLimit is incompatible with InteractiveMode"),
         );
     }
-    // raygate: submissionMode has no enum in the CRD (§10 row 19).
+    // raygate: submissionMode has no enum in the CRD (upstream defect 19, docs/upstream.md).
     if !SUBMISSION_MODES.contains(&mode) {
         out.raygate(
             rr::RAYJOB_UNKNOWN_SUBMISSION_MODE,
@@ -209,9 +210,9 @@ fn validate_spec(job: &RayJob, ctx: &ValidationContext, findings: &mut Vec<Findi
             );
         }
     }
-    // raygate: a submitterPodTemplate the Job API would reject (§7.1, §10 row 6).
+    // raygate: a submitterPodTemplate the Job API would reject (upstream defect 6).
     submitter_template(spec, mode, &mut out);
-    // raygate: Kueue's PodSet cap counts the submitter (§10 row 23).
+    // raygate: Kueue's PodSet cap counts the submitter (upstream defect 23).
     kueue_pod_sets(job, mode, &mut out);
 
     // 9.
@@ -272,7 +273,7 @@ fn validate_spec(job: &RayJob, ctx: &ValidationContext, findings: &mut Vec<Findi
     }
 }
 
-/// §5.8 rule 3: TTL and `deletionStrategy`.
+/// `ValidateRayJobSpec`: TTL and `deletionStrategy`.
 fn deletion(job: &RayJob, ctx: &ValidationContext, out: &mut Out<'_>) {
     let spec = &job.spec;
     let shutdown = spec.shutdown_after_job_finishes.unwrap_or(false);
@@ -330,7 +331,7 @@ fn deletion(job: &RayJob, ctx: &ValidationContext, out: &mut Out<'_>) {
     }
 }
 
-/// §5.8 rule 3.6: legacy `onSuccess` / `onFailure`.
+/// `ValidateRayJobSpec`: legacy `onSuccess` / `onFailure`.
 fn legacy_policies(job: &RayJob, selector: bool, autoscaling: bool, out: &mut Out<'_>) {
     let Some(strategy) = &job.spec.deletion_strategy else {
         return;
@@ -413,7 +414,7 @@ type ConditionKey<'a> = (&'static str, &'a str);
 /// A grouped deletion rule: (policy, ttlSeconds, index in `deletionRules`).
 type RuleEntry = (DeletionPolicyType, i32, usize);
 
-/// §5.8 rule 3.7: `deletionRules` (KubeRay collects all these errors itself).
+/// `ValidateRayJobSpec`: `deletionRules` (KubeRay collects all these errors itself).
 fn deletion_rules(job: &RayJob, selector: bool, autoscaling: bool, out: &mut Out<'_>) {
     let rules = job
         .spec
@@ -593,7 +594,8 @@ fn submitter_template(spec: &RayJobSpec, mode: &str, out: &mut Out<'_>) {
 }
 
 /// raygate: Kueue counts head + worker groups in its webhook but the Workload also gets the
-/// K8sJobMode submitter PodSet, capped at 18 in total (§10 row 23).
+/// K8sJobMode submitter PodSet, capped at 18 in total (docs/upstream.md, "KubeRay: known defects",
+/// 23).
 fn kueue_pod_sets(job: &RayJob, mode: &str, out: &mut Out<'_>) {
     let queued = job
         .metadata
@@ -616,7 +618,7 @@ fn kueue_pod_sets(job: &RayJob, mode: &str, out: &mut Out<'_>) {
 }
 
 /// raygate: `entrypoint`, `entrypointResources` and `metadata`, which KubeRay only looks at when
-/// it submits the job (§7.2, §10 row 19).
+/// it submits the job (docs/upstream.md, "KubeRay: RayJob submitter"; defect 19).
 fn submit_payload(spec: &RayJobSpec, mode: &str, out: &mut Out<'_>) {
     // In K8sJobMode KubeRay keeps a command the submitter template's first container sets, and
     // the entrypoint is then never used.

@@ -3,16 +3,17 @@
 //! [`validate_ray_job`] and [`validate_ray_cluster`] run every rule of KubeRay v1.7's
 //! `ValidateRayJobMetadata` / `ValidateRayJobSpec` / `ValidateRayJobStatus` and
 //! `ValidateRayClusterMetadata` / `ValidateRayClusterSpec` / `ValidateRayClusterUpgradeOptions` /
-//! `ValidateRayClusterStatus` (`kuberay-compat.md` §5.3–5.9), in KubeRay's evaluation order and
-//! with KubeRay's messages, but — unlike KubeRay, which stops at the first failure — they report
-//! **every** rule that fails. Rules of the embedded `spec.rayClusterSpec` of a RayJob carry
+//! `ValidateRayClusterStatus` (docs/upstream.md, "KubeRay: validation"), in KubeRay's evaluation
+//! order and with KubeRay's messages, but — unlike KubeRay, which stops at the first failure — they
+//! report **every** rule that fails. Rules of the embedded `spec.rayClusterSpec` of a RayJob carry
 //! KubeRay's wrapper `The RayJob spec is invalid: <err>` and field paths under
 //! `spec.rayClusterSpec.`.
 //!
 //! raygate adds its own rules (compat [`Compat::Raygate`]) where KubeRay lets a broken object
-//! through and it then fails silently or loops (§10 of the spec); each sits right after the
-//! KubeRay rule it belongs to. With [`ReconcilerKind::Raygate`], features raygate's own
-//! reconciler does not run are reported as errors too (rules `unsupported-<feature>`).
+//! through and it then fails silently or loops (docs/upstream.md, "KubeRay: known defects"); each
+//! sits right after the KubeRay rule it belongs to. With [`ReconcilerKind::Raygate`], features
+//! raygate's own reconciler does not run are reported as errors too (rules
+//! `unsupported-<feature>`).
 //!
 //! [`Compat::Raygate`]: crate::finding::Compat::Raygate
 //!

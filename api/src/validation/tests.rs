@@ -199,7 +199,7 @@ fn base_objects_are_clean() {
 #[test]
 fn raycluster_rules() {
     let cases = [
-        // §5.3 metadata
+        // ValidateRayClusterMetadata
         fire(
             "raycluster-name-too-long",
             "metadata: {name: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa}",
@@ -216,7 +216,7 @@ fn raycluster_rules() {
             "metadata: {name: null, generateName: demo-}",
         ),
         pass("raycluster-name-not-dns1035", "metadata: {name: demo-2}"),
-        // §5.7.1–3 head
+        // ValidateRayClusterSpec: head
         fire(
             "head-group-no-containers",
             "spec: {headGroupSpec: {template: {spec: {containers: []}}}}",
@@ -277,7 +277,7 @@ fn raycluster_rules() {
             "ray-container-no-resources",
             "spec: {workerGroupSpecs: [{template: {spec: {containers: [{resources: {requests: {memory: null}, limits: {memory: 1Gi}}}]}}}]}",
         ),
-        // §5.7.4 worker groups
+        // ValidateRayClusterSpec: worker groups
         fire(
             "worker-group-no-containers",
             "spec: {workerGroupSpecs: [{template: {spec: {containers: []}}}]}",
@@ -402,7 +402,7 @@ fn raycluster_rules() {
             "worker-group-priority-requires-autoscaler-v2",
             "spec: {rayVersion: '2.56.0', autoscalerOptions: {version: v2}, workerGroupSpecs: [{priority: 1}]}",
         ),
-        // §5.7.5–8 GCS fault tolerance
+        // ValidateRayClusterSpec: GCS fault tolerance
         fire(
             "gcs-ft-annotation-and-options",
             "metadata: {annotations: {ray.io/ft-enabled: 'false'}}\nspec: {gcsFaultToleranceOptions: {redisAddress: 'redis:6379'}}",
@@ -510,7 +510,7 @@ fn raycluster_rules() {
             "redis-username-outside-gcs-options",
             "spec: {gcsFaultToleranceOptions: {redisUsername: {value: u}}}",
         ),
-        // §5.7.9–13 suspend and autoscaler
+        // ValidateRayClusterSpec: suspend and autoscaler
         gated(
             fire(
                 "worker-group-suspend-requires-feature-gate",
@@ -590,7 +590,7 @@ fn raycluster_rules() {
             "autoscaler-env-start-cmd",
             "spec: {autoscalerOptions: {env: [{name: OTHER, value: x}]}}",
         ),
-        // §5.7.14 history server
+        // ValidateRayClusterSpec: history server
         fire(
             "history-server-feature-gate",
             "spec: {historyServerOptions: {collectorOptions: {image: c}}}",
@@ -654,7 +654,7 @@ fn raycluster_rules() {
             "history-server-collector-container-name",
             "spec: {workerGroupSpecs: [{template: {spec: {containers: [{}, {name: ray-history-collector, image: x}]}}}]}",
         ),
-        // §5.7.15 token authentication
+        // ValidateRayClusterSpec: token authentication
         fire(
             "auth-token-ray-version-missing",
             "spec: {rayVersion: null, authOptions: {mode: token}}",
@@ -699,7 +699,7 @@ fn raycluster_rules() {
             "auth-k8s-token-without-token-mode",
             "spec: {authOptions: {enableK8sTokenAuth: false}}",
         ),
-        // §5.7.16 network policy
+        // ValidateRayClusterSpec: network policy
         fire("network-policy-feature-gate", "spec: {networkPolicy: {}}"),
         gated(
             pass("network-policy-feature-gate", "spec: {networkPolicy: {}}"),
@@ -733,7 +733,7 @@ fn raycluster_rules() {
             "network-policy-unknown-worker-group",
             "spec: {networkPolicy: {workerGroups: [{groupName: small}]}}",
         ),
-        // §5.7.17 mTLS
+        // ValidateRayClusterSpec: mTLS
         fire("tls-feature-gate", "spec: {tlsOptions: {}}"),
         gated(
             pass("tls-feature-gate", "spec: {tlsOptions: {}}"),
@@ -759,7 +759,7 @@ fn raycluster_rules() {
             "tls-forbidden-volume-mount",
             "spec: {tlsOptions: {}, autoscalerOptions: {volumeMounts: [{name: ray-tls, mountPath: /x}]}}",
         ),
-        // §5.6 upgrade options
+        // ValidateRayClusterUpgradeOptions
         fire(
             "upgrade-strategy-invalid-type",
             "spec: {upgradeStrategy: {type: Rolling}}",
@@ -776,7 +776,7 @@ fn raycluster_rules() {
             "upgrade-strategy-on-owned-cluster",
             "metadata: {labels: {ray.io/originated-from-crd: RayJob}}",
         ),
-        // §5.5 status
+        // ValidateRayClusterStatus
         fire(
             "raycluster-status-suspending-and-suspended",
             "status: {conditions: [{type: RayClusterSuspending, status: 'True', reason: r, message: m, lastTransitionTime: '2026-01-01T00:00:00Z'}, {type: RayClusterSuspended, status: 'True', reason: r, message: m, lastTransitionTime: '2026-01-01T00:00:00Z'}]}",
@@ -895,7 +895,7 @@ fn raycluster_rules() {
 #[test]
 fn rayjob_rules() {
     let cases = [
-        // §5.4 metadata
+        // ValidateRayJobMetadata
         fire(
             "rayjob-name-too-long",
             "metadata: {name: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa}",
@@ -906,7 +906,7 @@ fn rayjob_rules() {
         ),
         fire("rayjob-name-not-dns1035", "metadata: {name: my_job}"),
         pass("rayjob-name-not-dns1035", "metadata: {name: my-job}"),
-        // §5.8.1–2
+        // ValidateRayJobSpec: suspend and TTL
         fire("rayjob-suspend-requires-shutdown", "spec: {suspend: true}"),
         pass(
             "rayjob-suspend-requires-shutdown",
@@ -917,7 +917,7 @@ fn rayjob_rules() {
             "rayjob-ttl-negative",
             "spec: {ttlSecondsAfterFinished: null}",
         ),
-        // §5.8.3 deletion
+        // ValidateRayJobSpec: deletion
         fire(
             "rayjob-ttl-requires-shutdown",
             "spec: {ttlSecondsAfterFinished: 60}",
@@ -1033,7 +1033,7 @@ fn rayjob_rules() {
             "rayjob-deletion-strategy-empty",
             "spec: {deletionStrategy: {deletionRules: []}}",
         ),
-        // §5.8.4–7
+        // ValidateRayJobSpec: clusterSelector and InteractiveMode
         fire(
             "rayjob-suspend-with-cluster-selector",
             "spec: {suspend: true, shutdownAfterJobFinishes: true, rayClusterSpec: null, clusterSelector: {ray.io/cluster: c}}",
@@ -1106,7 +1106,7 @@ fn rayjob_rules() {
             "rayjob-unknown-submission-mode",
             "spec: {submissionMode: HTTPMode}",
         ),
-        // §5.8.8 SidecarMode
+        // ValidateRayJobSpec: SidecarMode
         fire(
             "rayjob-sidecar-submitter-pod-template",
             "spec: {submissionMode: SidecarMode, submitterPodTemplate: {spec: {restartPolicy: Never, containers: [{name: s, image: i}]}}}",
@@ -1177,7 +1177,7 @@ fn rayjob_rules() {
             "rayjob-kueue-pod-set-limit",
             "spec: {rayClusterSpec: {workerGroupSpecs: [{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}]}}",
         ),
-        // §5.8.9 embedded cluster
+        // ValidateRayJobSpec: embedded cluster
         fire(
             "rayjob-k8s-token-auth-unsupported",
             "spec: {rayClusterSpec: {rayVersion: '2.55.0', authOptions: {mode: token, enableK8sTokenAuth: true}}}",
@@ -1202,7 +1202,7 @@ fn rayjob_rules() {
             "unsupported-in-tree-autoscaling",
             "spec: {rayClusterSpec: {enableInTreeAutoscaling: true}}",
         )),
-        // §5.8.10 runtimeEnvYAML
+        // ValidateRayJobSpec: runtimeEnvYAML
         fire(
             "rayjob-runtime-env-yaml-invalid",
             "spec: {runtimeEnvYAML: \"- pip\\n- conda\\n\"}",
@@ -1284,7 +1284,7 @@ fn rayjob_rules() {
             "rayjob-metadata-ray-version",
             "spec: {metadata: {owner: me}, rayClusterSpec: {rayVersion: null}}",
         ),
-        // §5.8.11–13
+        // ValidateRayJobSpec: deadlines and backoffLimit
         fire(
             "rayjob-active-deadline-not-positive",
             "spec: {activeDeadlineSeconds: 0}",
@@ -1306,7 +1306,7 @@ fn rayjob_rules() {
             "rayjob-backoff-limit-negative",
             "spec: {backoffLimit: null}",
         ),
-        // §5.9 status
+        // ValidateRayJobStatus
         fire(
             "rayjob-status-waiting-not-interactive",
             "status: {jobDeploymentStatus: Waiting}",

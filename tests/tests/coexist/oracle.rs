@@ -1,9 +1,9 @@
 //! KubeRay's own Volcano adapter as the oracle: a KubeRay operator started with
-//! `--batch-scheduler=volcano` sizes PodGroups in its namespace, raygate's PodGroup-only mode
-//! sizes them for the same objects next to a KubeRay without a batch scheduler, and the two
-//! are compared field by field. Every difference must be one of the deliberate deviations of
-//! `kuberay-compat.md` §10, listed in [`DEVIATIONS`]. The same operator also runs in a
-//! namespace opted into raygate, where raygate must notice it and step aside.
+//! `--batch-scheduler=volcano` sizes PodGroups in its namespace, raygate's PodGroup-only mode sizes
+//! them for the same objects next to a KubeRay without a batch scheduler, and the two are compared
+//! field by field. Every difference must be one of the deliberate deviations of docs/upstream.md,
+//! "KubeRay: known defects", listed in [`DEVIATIONS`]. The same operator also runs in a namespace
+//! opted into raygate, where raygate must notice it and step aside.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -23,7 +23,7 @@ use super::{
 const DEVIATIONS: &[(&str, &str, &str)] = &[(
     "unset-replicas",
     "minResources",
-    "§10 row 11: KubeRay multiplies worker resources by the raw `replicas` (0 here) but counts minReplicas Pods in minMember; raygate uses the clamped count for both",
+    "upstream defect 11: KubeRay multiplies worker resources by the raw `replicas` (0 here) but counts minReplicas Pods in minMember; raygate uses the clamped count for both",
 )];
 
 /// The objects compared: name → manifest (without labels; the test adds them).
