@@ -237,6 +237,12 @@ pub fn manifests() -> Vec<Manifest> {
         let text = read(&path);
         let invalid = file_name(&path).starts_with("invalid-");
         let expect = header(&path, &text, i32::from(invalid));
+        assert_eq!(
+            expect.exit,
+            i32::from(invalid),
+            "{}: an example's exit code follows its name (invalid-*)",
+            path.display()
+        );
         all.push(Manifest {
             name: relative(&path),
             text,
