@@ -177,12 +177,20 @@ fn every_manifest_gets_the_pod_groups_its_header_says() {
     assert_no_problems(&problems, manifests.len());
 }
 
-/// The objects of a YAML or JSON text as kubectl sends them to the API server.
+/// The objects of a YAML or JSON text as the API server reads what kubectl sends: also, a null
+/// field of `metadata` is the absent one (ObjectMeta's fields are Go maps and strings that
+/// `omitempty` drops), which `convert` may leave out (Helm writes `annotations:` with nothing).
 fn read_back(name: &str, text: &str) -> Vec<Value> {
     parse_documents(name, text)
         .unwrap_or_else(|e| panic!("{e}"))
         .iter()
-        .map(|doc| as_the_api_server_reads(&doc.value))
+        .map(|doc| {
+            let mut object = as_the_api_server_reads(&doc.value);
+            if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+                metadata.retain(|_, value| !value.is_null());
+            }
+            object
+        })
         .collect()
 }
 
