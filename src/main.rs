@@ -72,14 +72,16 @@ enum Command {
     },
     /// Print the Volcano PodGroup each RayJob and standalone RayCluster would get.
     ///
-    /// Exit codes: 0 all sized, 1 some object is invalid (as `validate` says) or cannot be
-    /// sized, 2 unreadable input.
+    /// Exit codes: 0 all sized, 1 some object is invalid (as `validate` with the same
+    /// `--reconciler` and `--feature-gates` says) or cannot be sized, 2 unreadable input.
     Podgroup {
         #[command(flatten)]
         files: Files,
         /// Output format.
         #[arg(short, long, value_enum, default_value_t = ObjectOutput::Yaml)]
         output: ObjectOutput,
+        #[command(flatten)]
+        rules: RuleOptions,
     },
     /// Print the ray.io CustomResourceDefinitions raygate serves.
     Crds {
@@ -169,8 +171,8 @@ struct Files {
     files: Vec<String>,
 }
 
-/// `--feature-gates` and `--reconciler`, one definition for `validate`, `webhook`, `reconcile`
-/// and `run`, so that the CLI, the webhook and the reconciler default to the same controller
+/// `--feature-gates` and `--reconciler`, one definition for `validate`, `podgroup`, `webhook`,
+/// `reconcile` and `run`, so that the CLI, the webhook and the reconciler default to the same controller
 /// (the one the install manifests run).
 #[derive(clap::Args, Debug)]
 pub(crate) struct RuleOptions {
@@ -289,7 +291,11 @@ fn run(cli: Cli) -> Result<u8> {
             output,
             rules,
         } => validate(&files.files, output, &rules.context()),
-        Command::Podgroup { files, output } => podgroups(&files.files, output),
+        Command::Podgroup {
+            files,
+            output,
+            rules,
+        } => podgroups(&files.files, output, &rules.context()),
         Command::Crds { write } => crds(write),
         Command::Convert { files, to } => convert::run(&files.files, to),
         Command::Manifests { install, webhooks } => manifests::run(*install, webhooks),
@@ -471,17 +477,16 @@ fn rule_tag(finding: &Finding) -> String {
     format!("[{}, compat: {compat}]", finding.rule)
 }
 
-fn podgroups(files: &[String], output: ObjectOutput) -> Result<u8> {
+fn podgroups(files: &[String], output: ObjectOutput, ctx: &ValidationContext) -> Result<u8> {
     let documents = match read_inputs(files) {
         Ok(documents) => documents,
         Err(code) => return Ok(code),
     };
-    let ctx = ValidationContext::default();
     let mut groups: Vec<PodGroup> = Vec::new();
     let mut failed = false;
     for (source, doc) in documents {
         let note = skip_note(&source, &doc);
-        let Some(checked) = check::check_object(doc.value, &ctx) else {
+        let Some(checked) = check::check_object(doc.value, ctx) else {
             eprintln!("{note}");
             continue;
         };

@@ -363,6 +363,34 @@ fn podgroup_refuses_objects_validate_rejects() {
 }
 
 #[test]
+fn podgroup_judges_objects_for_the_reconciler_validate_judges_them_for() {
+    // raygate's own reconciler (the default of both commands) has no autoscaler; podgroup once
+    // judged every object for KubeRay and printed this cluster's PodGroup although validate
+    // rejected it.
+    let input = "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata: {name: elastic}\nspec:\n  enableInTreeAutoscaling: true\n  headGroupSpec:\n    template: {spec: {containers: [{name: h, image: i, resources: {requests: {cpu: 1, memory: 1Gi}}}]}}\n";
+    let validate = raygate(&["validate", "-f", "-"], Some(input));
+    assert_eq!(validate.status.code(), Some(1), "{}", stdout(&validate));
+    let output = raygate(&["podgroup", "-f", "-"], Some(input));
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    assert_eq!(stdout(&output), "");
+    assert!(
+        stderr(&output).contains("unsupported-in-tree-autoscaling"),
+        "{}",
+        stderr(&output)
+    );
+    let kuberay = raygate(
+        &["podgroup", "--reconciler", "kuberay", "-f", "-"],
+        Some(input),
+    );
+    assert_eq!(kuberay.status.code(), Some(0), "{}", stderr(&kuberay));
+    assert!(
+        stdout(&kuberay).contains("name: ray-elastic-pg"),
+        "{}",
+        stdout(&kuberay)
+    );
+}
+
+#[test]
 fn objects_with_only_a_generate_name_are_named_by_it() {
     let input = "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata: {generateName: batch-}\nspec:\n  headGroupSpec:\n    template: {spec: {containers: [{name: h, image: i}]}}\n";
     let output = raygate(&["validate", "-f", "-"], Some(input));

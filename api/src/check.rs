@@ -151,6 +151,7 @@ pub fn check_object(mut object: Value, ctx: &ValidationContext) -> Option<Checke
             .or_insert_with(|| Value::Object(Default::default()));
     }
     let (api_version, kind) = (api_version.as_str(), kind.as_str());
+    let unwritten = unwritten_replicas(&object);
     let mut findings = crd::default_and_validate(api_version, kind, &mut object);
     let typed = if findings.iter().any(Finding::is_error) {
         None
@@ -178,6 +179,7 @@ pub fn check_object(mut object: Value, ctx: &ValidationContext) -> Option<Checke
         findings.extend(sizing_finding(&gang));
         gang
     });
+    mark_defaulted_replicas(&mut findings, &unwritten);
     let report = ObjectReport {
         api_version: api_version.to_string(),
         kind: kind.to_string(),
@@ -199,6 +201,37 @@ fn decode(kind: RayKind, object: Value) -> Result<Typed, serde_json::Error> {
         RayKind::RayJob => Typed::RayJob(Box::new(serde_json::from_value(object)?)),
         RayKind::RayCluster => Typed::RayCluster(Box::new(serde_json::from_value(object)?)),
     })
+}
+
+/// Field paths of the worker groups' `replicas` the object leaves out (or writes as null): the
+/// CRD defaults them to 0 before any rule sees them.
+fn unwritten_replicas(object: &Value) -> Vec<String> {
+    let mut paths = Vec::new();
+    for prefix in ["spec", "spec.rayClusterSpec"] {
+        let pointer = format!("/{}/workerGroupSpecs", prefix.replace('.', "/"));
+        let groups = object.pointer(&pointer).and_then(Value::as_array);
+        for (i, group) in groups.into_iter().flatten().enumerate() {
+            if group.get("replicas").is_none_or(Value::is_null) {
+                paths.push(format!("{prefix}.workerGroupSpecs[{i}].replicas"));
+            }
+        }
+    }
+    paths
+}
+
+/// A clamped `replicas` the user never wrote is the CRD's default: say so, instead of
+/// presenting the 0 as written.
+fn mark_defaulted_replicas(findings: &mut [Finding], unwritten: &[String]) {
+    for finding in findings.iter_mut().filter(|f| {
+        f.rule == crate::validation::raygate_rules::WORKER_GROUP_REPLICAS_OUT_OF_RANGE
+            && unwritten.contains(&f.field)
+    }) {
+        finding.message = finding.message.replacen(
+            ": replicas 0 is outside",
+            ": replicas 0 (defaulted) is outside",
+            1,
+        );
+    }
 }
 
 /// Quantities that cannot be summed make the gang unsizable: report them where they are.
@@ -336,6 +369,31 @@ mod tests {
         assert!(!checked.report.valid);
         assert!(checked.report.findings.iter().any(|f| f.field
             == "spec.rayClusterSpec.workerGroupSpecs[0].template.spec.containers[0].resources.requests.cpu"));
+    }
+
+    #[test]
+    fn a_clamped_replicas_nobody_wrote_is_called_defaulted() {
+        let mut spec = cluster_spec();
+        spec["workerGroupSpecs"][0]["minReplicas"] = json!(2);
+        spec["workerGroupSpecs"][0]["maxReplicas"] = json!(4);
+        let message = |spec: Value| {
+            check(job(json!({"entrypoint": "x", "rayClusterSpec": spec})))
+                .report
+                .findings
+                .into_iter()
+                .find(|f| f.field == "spec.rayClusterSpec.workerGroupSpecs[0].replicas")
+                .map(|f| f.message)
+                .expect("the replicas warning")
+        };
+        assert_eq!(
+            message(spec.clone()),
+            "worker group w: replicas 0 (defaulted) is outside [minReplicas 2, maxReplicas 4] and will be clamped to 2"
+        );
+        spec["workerGroupSpecs"][0]["replicas"] = json!(0);
+        assert_eq!(
+            message(spec),
+            "worker group w: replicas 0 is outside [minReplicas 2, maxReplicas 4] and will be clamped to 2"
+        );
     }
 
     #[test]

@@ -382,18 +382,16 @@ fn to_v1alpha1(object: &mut Map<String, Value>, level: &Level) -> Result<(), Con
     let Some(kept) = kept else {
         return Ok(());
     };
-    let metadata = object
-        .entry("metadata")
-        .or_insert_with(|| Value::Object(Map::new()));
+    // A null `metadata` or `annotations` (Helm renders an `annotations:` block whose values are
+    // empty so) means to the API server what an absent one does.
+    let metadata = empty_object_for_null(object.entry("metadata"));
     let Value::Object(metadata) = metadata else {
         return Err(ConversionError::Invalid {
             path: "metadata".to_owned(),
             reason: format!("must be an object, found {}", json_type(metadata)),
         });
     };
-    let annotations = metadata
-        .entry("annotations")
-        .or_insert_with(|| Value::Object(Map::new()));
+    let annotations = empty_object_for_null(metadata.entry("annotations"));
     let Value::Object(annotations) = annotations else {
         return Err(ConversionError::Invalid {
             path: "metadata.annotations".to_owned(),
@@ -405,6 +403,15 @@ fn to_v1alpha1(object: &mut Map<String, Value>, level: &Level) -> Result<(), Con
         Value::String(Value::Object(kept).to_string()),
     );
     Ok(())
+}
+
+/// The entry's value, an empty object when it is absent or null.
+fn empty_object_for_null(entry: serde_json::map::Entry<'_>) -> &mut Value {
+    let value = entry.or_insert(Value::Null);
+    if value.is_null() {
+        *value = Value::Object(Map::new());
+    }
+    value
 }
 
 /// Moves the `v1`-only fields of `object` into the returned tree and fills in the placeholders

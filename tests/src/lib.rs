@@ -10,6 +10,8 @@
 //! * [`Env`] reads the environment file `control-plane up` writes and builds a `kube::Client`;
 //! * [`TestNamespace`] is a fresh Kubernetes namespace per test, deleted when dropped, with
 //!   [`TestNamespace::wait_for`] to poll a condition and dump the namespace when it times out;
+//! * [`corpus`] reads every manifest of `tests/corpus/`, `manifests/examples/` and `docs/` and
+//!   what its header promises;
 //! * [`examples`] reads the example manifests of `manifests/examples/` and what they promise;
 //! * [`ray::Dashboard`] talks to the Ray head's Jobs API;
 //! * [`raygate`] runs raygate's own binary, [`kubectl`] the machine's kubectl;
@@ -21,6 +23,7 @@
 //! * [`image`] reads raygate's container image and the `Dockerfile` without a container engine.
 
 pub mod cleanup;
+pub mod corpus;
 pub mod env;
 pub mod examples;
 pub mod image;

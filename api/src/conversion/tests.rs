@@ -363,6 +363,24 @@ fn a_placeholder_the_user_filled_in_stays() {
 }
 
 #[test]
+fn null_metadata_or_annotations_are_read_as_absent() {
+    // Helm renders an `annotations:` block with empty values as null; kubectl sends it and the
+    // API server reads it as no annotations. convert once refused such objects.
+    for metadata in [json!({"name": "demo", "annotations": null}), json!(null)] {
+        let mut object = full_v1_job();
+        object["metadata"] = metadata.clone();
+        let alpha = down(&object);
+        assert!(
+            alpha["metadata"]["annotations"][keys::V1_FIELDS_ANNOTATION].is_string(),
+            "{metadata}: {alpha}"
+        );
+        let v1 = up(&alpha);
+        assert_eq!(v1["spec"]["backoffLimit"], 2, "{metadata}");
+        assert!(v1["metadata"].get("annotations").is_none(), "{metadata}");
+    }
+}
+
+#[test]
 fn a_stale_annotation_on_a_v1_object_is_replaced() {
     let mut object = full_v1_cluster();
     object["metadata"]["annotations"][keys::V1_FIELDS_ANNOTATION] =

@@ -823,7 +823,7 @@ fn quantities_accept_integers_and_quantity_strings_only() {
             "schema-type".into(),
             field.into(),
             format!(
-                "Invalid value: 0.5: {field} in body must be of type integer,string: \"number\"; write a number or a quoted string, e.g. 2 or \"500m\""
+                "Invalid value: 0.5: {field} in body must be of type integer,string: \"number\"; write a whole number or a quoted string, e.g. 2 or \"500m\""
             )
         )
     );

@@ -159,7 +159,7 @@ fn type_hint(ty: Ty) -> &'static str {
         Ty::Number => "write a number without quotes, e.g. 1.5",
         Ty::Boolean => "write true or false without quotes",
         Ty::String => "write text, quoted if it looks like a number or a boolean, e.g. \"2.9\"",
-        Ty::IntOrString => "write a number or a quoted string, e.g. 2 or \"500m\"",
+        Ty::IntOrString => "write a whole number or a quoted string, e.g. 2 or \"500m\"",
         Ty::Array => "write a list, e.g. [a, b] or one \"- item\" line per item",
         Ty::Object => "write a mapping of keys to values, e.g. {key: value}",
         Ty::Any => "write any value",
