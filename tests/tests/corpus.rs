@@ -56,7 +56,10 @@ async fn the_api_server_accepts_exactly_what_raygate_validate_accepts() {
     // Not opted into Volcano: there the webhook's findings are exactly those of raygate
     // validate (api/src/admission/rules.rs, `evaluate`); queue, policy and gang rules of opted-in
     // namespaces depend on the cluster, not the manifest.
-    let own = TestNamespace::new(&env, "corpus").await;
+    // Each namespace names the controller it is judged for, as `raygate validate --reconciler`
+    // does, whatever the environment's webhook defaults to.
+    let own =
+        TestNamespace::with_labels(&env, "corpus-raygate", &[(RECONCILER_LABEL, "raygate")]).await;
     let kuberay =
         TestNamespace::with_labels(&env, "corpus-kuberay", &[(RECONCILER_LABEL, "kuberay")]).await;
     let (mut accepted, mut refused) = (0, 0);
