@@ -132,7 +132,14 @@ async fn create_get_watch_patch() {
 #[tokio::test]
 async fn status_subresource_of_a_raygate_crd() {
     let env = Env::load();
-    let ns = TestNamespace::new(&env, "smoke-status").await;
+    // Out of the environment's reconciler's reach: it would write this RayJob's status too
+    // (once seen racing the patches below).
+    let ns = TestNamespace::with_labels(
+        &env,
+        "smoke-status",
+        &[(raygate_e2e::reconciler::PRIVATE_RECONCILER_LABEL, "true")],
+    )
+    .await;
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("ray.io", "v1", "RayJob"));
     let jobs: Api<DynamicObject> = Api::namespaced_with(ns.client(), ns.name(), &resource);
     let job: DynamicObject = serde_json::from_value(json!({
