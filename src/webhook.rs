@@ -36,8 +36,10 @@ pub struct WebhookArgs {
     /// Longest an admission request may take, body upload included (e.g. 4s, 500ms).
     #[arg(long, value_name = "DURATION", default_value = "4s", value_parser = positive_duration)]
     request_timeout: Duration,
-    /// On SIGTERM, how long in-flight reviews may take to finish.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = positive_duration)]
+    /// On SIGTERM, how long open connections are kept for their clients to close (requests on
+    /// them are still served); longer than the API server's 90 s idle connections, so that
+    /// none is closed while it may be sending a review.
+    #[arg(long, value_name = "DURATION", default_value = "100s", value_parser = positive_duration)]
     drain_timeout: Duration,
     /// Close a TLS connection that has had no request in flight for this long (right after
     /// its handshake and between keep-alive requests). Longer than the API server's 90 s, so
@@ -128,7 +130,7 @@ async fn serve(
         .context("connecting to the API server (KUBECONFIG or in-cluster config)")?;
     // Until the source has loaded a certificate, handshakes fail and /readyz says why.
     let certs = Arc::new(CertResolver::new());
-    let _cert_task = cert_source.spawn(client.clone(), certs.clone());
+    let cert_task = cert_source.spawn(client.clone(), certs.clone());
     let mut registry = prometheus_client::registry::Registry::default();
     certs.metrics().register(&mut registry);
     let (caches, watches) = Caches::start(client);
@@ -151,6 +153,10 @@ async fn serve(
     let signals = tokio::spawn(async move {
         wait_for_signal().await;
         tracing::info!("shutdown signal received");
+        // A stopping replica writes no more certificate state: through its drain it would
+        // otherwise answer an uninstall's deletion of the Secret by creating it again. It
+        // serves the certificate it has.
+        cert_task.stop();
         let _ = stop.send(true);
     });
     let until_stopped = |mut stopped: watch::Receiver<bool>| async move {
@@ -223,7 +229,7 @@ mod tests {
             args.idle_connection_timeout,
             server::DEFAULT_IDLE_CONNECTION_TIMEOUT
         );
-        assert_eq!(args.drain_timeout, Duration::from_secs(10));
+        assert_eq!(args.drain_timeout, server::DEFAULT_DRAIN_TIMEOUT);
         let args = parse(&["--request-timeout", "500ms", "--drain-timeout", "1m"]).expect("units");
         assert_eq!(args.request_timeout, Duration::from_millis(500));
         assert_eq!(args.drain_timeout, Duration::from_secs(60));

@@ -87,6 +87,11 @@ pub const APP_NAME: &str = "raygate";
 /// load benchmark (`webhook/benches/load.rs`, which runs its server with the same
 /// environment), at no measurable CPU cost.
 pub const CONTAINER_ENV: [(&str, &str); 1] = [("MIMALLOC_ARENA_EAGER_COMMIT", "0")];
+/// How long a stopping webhook server keeps its open connections (`--drain-timeout`), in
+/// seconds: longer than the 90 s for which the API server keeps an unused connection before
+/// it closes it itself, so that raygate never closes one the API server may be sending a review
+/// on (`webhook/src/server.rs`, `serve`). A connection still open then is closed regardless.
+pub const DRAIN_TIMEOUT_SECONDS: u64 = 100;
 /// Port of raygate's Service that the API server calls webhooks on.
 pub const SERVICE_PORT: i32 = 443;
 /// HTTPS port the webhook server listens on inside the Pod.

@@ -661,6 +661,7 @@ fn deployment(options: &InstallOptions) -> Value {
                 "spec": {
                     "serviceAccountName": keys::APP_NAME,
                     "automountServiceAccountToken": true,
+                    "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
                     "priorityClassName": "system-cluster-critical",
                     "securityContext": {
                         "runAsNonRoot": true,
@@ -686,7 +687,7 @@ fn deployment(options: &InstallOptions) -> Value {
                         // while it sends SIGTERM; until every kube-proxy has caught up, new
                         // connections still reach it. Serving on for a few seconds before the
                         // signal keeps them from being refused (a failed admission with
-                        // `failurePolicy: Fail`); the drain that follows has its own 10 s.
+                        // `failurePolicy: Fail`); the drain that follows has its own timeout.
                         "lifecycle": {"preStop": {"sleep": {"seconds": PRE_STOP_SECONDS}}},
                         "livenessProbe": probe("/healthz", 10),
                         "readinessProbe": probe("/readyz", 5),
@@ -722,6 +723,12 @@ fn deployment(options: &InstallOptions) -> Value {
 /// kube-proxy takes to drop it from the Service here (about a second; seen in
 /// `tests/in-cluster/tests/lifecycle.rs`, which failed 4 of 288 admissions without it).
 pub const PRE_STOP_SECONDS: i64 = 5;
+
+/// How long Kubernetes lets a stopping replica take before it is killed: the `preStop` sleep,
+/// the webhook's drain ([`keys::DRAIN_TIMEOUT_SECONDS`], which outlasts the API server's idle
+/// connections to it) and 10 s for the rest of the process to stop.
+pub const TERMINATION_GRACE_SECONDS: i64 =
+    PRE_STOP_SECONDS + keys::DRAIN_TIMEOUT_SECONDS as i64 + 10;
 
 /// UID and GID raygate's container runs as (the image's own non-root user).
 pub const RUN_AS: i64 = 65532;

@@ -435,6 +435,11 @@ pub const DEFAULT_MAX_CONNECTIONS: u32 = 512;
 /// in a cluster, and an evicted connection's slot is what a new connection waits for.
 const IDLE_CLOSE_GRACE: Duration = Duration::from_secs(1);
 
+/// How long a stopping server keeps its connections by default (see
+/// [`raygate_api::keys::DRAIN_TIMEOUT_SECONDS`]).
+pub const DEFAULT_DRAIN_TIMEOUT: Duration =
+    Duration::from_secs(raygate_api::keys::DRAIN_TIMEOUT_SECONDS);
+
 /// Connection-level settings of [`serve`].
 #[derive(Clone, Copy, Debug)]
 pub struct ServeOptions {
@@ -446,7 +451,8 @@ pub struct ServeOptions {
     pub idle_connection_timeout: Duration,
     /// The most connections open at once (see [`DEFAULT_MAX_CONNECTIONS`]); at least 1.
     pub max_connections: u32,
-    /// After shutdown is signalled, how long in-flight requests may take to finish.
+    /// After shutdown is signalled, how long connections are kept for their clients to close
+    /// them (see [`serve`]); those still open then are closed.
     pub drain_timeout: Duration,
 }
 
@@ -456,14 +462,25 @@ impl Default for ServeOptions {
             handshake_timeout: Duration::from_secs(5),
             idle_connection_timeout: DEFAULT_IDLE_CONNECTION_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
-            drain_timeout: Duration::from_secs(10),
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
         }
     }
 }
 
 /// Serves `app` over TLS on `listener` until `shutdown` completes, then marks `state.draining`
-/// (so `/readyz` reports not ready), stops accepting, lets in-flight requests finish (up to
+/// (so `/readyz` reports not ready), stops accepting, drains its connections (up to
 /// [`ServeOptions::drain_timeout`]) and returns.
+///
+/// Draining never closes a connection its client may be sending a request on. The API server
+/// keeps its connections to a webhook open after a review and sends the next review on one of
+/// them, even to a Pod that is stopping (kubernetes/kubernetes#127335); a connection closed just
+/// as it writes fails that admission ("broken pipe") and, with `failurePolicy: Fail`, the API
+/// request. HTTP/2 connections are told with GOAWAY, which the client honours before its next
+/// request. HTTP/1.1 (what the API server speaks to webhooks) has no such word for an idle
+/// connection, so every HTTP/1 response from now on carries `Connection: close` and the client
+/// closes the connection after reading it; a connection left idle is closed by its client's own
+/// idle timeout (the API server's is 90 s) or by [`ServeOptions::idle_connection_timeout`], and
+/// whatever is still open at the drain timeout is closed then.
 ///
 /// At most [`ServeOptions::max_connections`] connections are open at once, and a connection
 /// without a request in flight is closed after [`ServeOptions::idle_connection_timeout`];
@@ -496,8 +513,9 @@ pub async fn serve(
         options,
         connections: connections.clone(),
         metrics: state.metrics.clone(),
+        draining: state.draining.clone(),
     });
-    let (stop, stopping) = watch::channel(false);
+    let (phase, phases) = watch::channel(Phase::Serving);
     futures::pin_mut!(shutdown);
     let mut at_bound = false;
     loop {
@@ -545,7 +563,7 @@ pub async fn serve(
                 }
             }
         };
-        let connection = serve_connection(shared.clone(), tcp, peer, stopping.clone());
+        let connection = serve_connection(shared.clone(), tcp, peer, phases.clone());
         tokio::spawn(async move {
             connection.await;
             drop(slot);
@@ -553,15 +571,48 @@ pub async fn serve(
     }
     state.draining.start();
     drop(listener);
-    let _ = stop.send(true);
+    let _ = phase.send(Phase::Draining);
     tracing::info!(
         connections = connections.open(),
         "shutting down: draining in-flight requests"
     );
     tokio::select! {
-        () = connections.all_closed() => tracing::info!("all connections drained"),
+        () = connections.all_closed() => {
+            tracing::info!("all connections drained");
+            return;
+        }
         () = tokio::time::sleep(options.drain_timeout) => {
-            tracing::warn!(timeout = ?options.drain_timeout, "drain timeout: closing remaining connections");
+            tracing::warn!(
+                timeout = ?options.drain_timeout,
+                connections = connections.open(),
+                "drain timeout: closing remaining connections"
+            );
+        }
+    }
+    let _ = phase.send(Phase::Closing);
+    // Idle connections close at once; a request still in flight has had the whole drain.
+    let _ = tokio::time::timeout(IDLE_CLOSE_GRACE, connections.all_closed()).await;
+}
+
+/// Where [`serve`] is in its life, as its connections see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Accepting and serving.
+    Serving,
+    /// Shutdown has begun: HTTP/2 connections are closed with GOAWAY, HTTP/1 ones are left
+    /// for their clients to close (see [`serve`]).
+    Draining,
+    /// The drain timeout has passed: every connection is closed.
+    Closing,
+}
+
+impl Phase {
+    /// Whether a connection (HTTP/2 or not) is to be closed now.
+    fn closes(self, h2: bool) -> bool {
+        match self {
+            Phase::Serving => false,
+            Phase::Draining => h2,
+            Phase::Closing => true,
         }
     }
 }
@@ -574,15 +625,17 @@ struct Shared {
     options: ServeOptions,
     connections: Arc<Connections>,
     metrics: Arc<Metrics>,
+    /// Set once shutdown begins: HTTP/1 responses then say `Connection: close`.
+    draining: Draining,
 }
 
 /// One TLS connection from its handshake to its end: served until the client closes it, it is
-/// idle for the idle timeout, it is evicted at the bound, or `stopping` turns true.
+/// idle for the idle timeout, it is evicted at the bound, or `phases` says to close it.
 async fn serve_connection(
     shared: Arc<Shared>,
     tcp: TcpStream,
     peer: SocketAddr,
-    mut stopping: watch::Receiver<bool>,
+    mut phases: watch::Receiver<Phase>,
 ) {
     let Shared {
         acceptor,
@@ -591,6 +644,7 @@ async fn serve_connection(
         options,
         connections,
         metrics,
+        draining,
     } = &*shared;
     let tls = match tokio::time::timeout(options.handshake_timeout, acceptor.accept(tcp)).await {
         Ok(Ok(tls)) => tls,
@@ -603,14 +657,28 @@ async fn serve_connection(
             return;
         }
     };
+    // ALPN decides the protocol for every client that offers it (the API server does).
+    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
     let activity = Activity::default();
     let requests = activity.clone();
     let app = app.clone();
+    let draining = draining.clone();
     let service = service_fn(move |request: hyper::Request<Incoming>| {
         let in_flight = requests.request();
+        let http1 = matches!(
+            request.version(),
+            hyper::Version::HTTP_10 | hyper::Version::HTTP_11
+        );
         let response = app.clone().oneshot(request);
+        let draining = draining.clone();
         async move {
-            let response: Response = response.await?;
+            let mut response: Response = response.await?;
+            if http1 && draining.is_draining() {
+                // hyper closes the connection once this response is written.
+                response
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
             Ok::<_, Infallible>(response.map(|body| InFlightBody::new(body, in_flight)))
         }
     });
@@ -625,7 +693,7 @@ async fn serve_connection(
         }
         reason = connections.until_idle(&activity, options.idle_connection_timeout) => reason,
         // Also when the sender is gone: `serve` has returned.
-        _ = stopping.wait_for(|stop| *stop) => Close::Shutdown,
+        _ = phases.wait_for(|phase| phase.closes(h2)) => Close::Shutdown,
     };
     metrics
         .connections_closed

@@ -1340,6 +1340,11 @@ impl KeptAlive {
     }
 
     async fn get(&mut self, path: &str) -> StatusCode {
+        self.get_with_headers(path).await.0
+    }
+
+    /// The answer's status and headers.
+    async fn get_with_headers(&mut self, path: &str) -> (StatusCode, hyper::HeaderMap) {
         let request = Request::get(format!("https://127.0.0.1{path}"))
             .header("host", "127.0.0.1")
             .body(Full::new(Bytes::new()))
@@ -1349,10 +1354,90 @@ impl KeptAlive {
             KeptAlive::H2(sender) => sender.send_request(request).await,
         }
         .expect("an answer on the kept-alive connection");
-        let status = response.status();
-        response.into_body().collect().await.expect("body");
-        status
+        let (parts, body) = response.into_parts();
+        body.collect().await.expect("body");
+        (parts.status, parts.headers)
     }
+}
+
+/// What the API server sees of a stopping replica. It keeps its HTTP/1.1 connections to a
+/// webhook open between reviews and writes the next review on one without warning, so a server
+/// that closed an idle one could cut that review ("broken pipe"): the idle HTTP/1.1 connection
+/// stays open, its next request is answered with `Connection: close`, and the client closes it.
+/// An HTTP/2 connection is told with GOAWAY at once. The drain ends when the last connection
+/// has closed, long before its timeout.
+#[tokio::test]
+async fn draining_leaves_idle_http1_connections_to_their_client_and_sends_goaway_over_h2() {
+    let drain = Duration::from_secs(30);
+    let mut server = Server::start_with(
+        default_limits(),
+        ServeOptions {
+            drain_timeout: drain,
+            ..ServeOptions::default()
+        },
+    )
+    .await;
+    let (mut h1, h1_connection) = KeptAlive::open(&server, false).await;
+    let (mut h2, h2_connection) = KeptAlive::open(&server, true).await;
+    let (status, headers) = h1.get_with_headers("/healthz").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers.get("connection"), None, "kept alive while serving");
+    assert_eq!(h2.get("/healthz").await, StatusCode::OK);
+    let stopped = Instant::now();
+    server.stop.take().expect("stop sender").send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), h2_connection)
+        .await
+        .expect("GOAWAY ends the idle HTTP/2 connection")
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        !h1_connection.is_finished(),
+        "the idle HTTP/1.1 connection is not closed under its client"
+    );
+    assert!(!server.task.is_finished(), "the drain waits for it");
+    let (status, headers) = h1.get_with_headers("/healthz").await;
+    assert_eq!(status, StatusCode::OK, "a request on it is still served");
+    assert_eq!(
+        headers.get("connection").map(|v| v.to_str().unwrap()),
+        Some("close")
+    );
+    tokio::time::timeout(Duration::from_secs(5), h1_connection)
+        .await
+        .expect("the connection ends after the answer that said close")
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), &mut server.task)
+        .await
+        .expect("serve returns once its last connection has closed")
+        .unwrap();
+    assert!(stopped.elapsed() < drain, "{:?}", stopped.elapsed());
+    assert_eq!(closed_for(&server, "shutdown"), 1, "only the HTTP/2 one");
+}
+
+#[tokio::test]
+async fn connections_still_open_at_the_drain_timeout_are_closed() {
+    let drain = Duration::from_secs(1);
+    let mut server = Server::start_with(
+        default_limits(),
+        ServeOptions {
+            drain_timeout: drain,
+            ..ServeOptions::default()
+        },
+    )
+    .await;
+    let (mut h1, h1_connection) = KeptAlive::open(&server, false).await;
+    assert_eq!(h1.get("/healthz").await, StatusCode::OK);
+    let stopped = Instant::now();
+    server.stop.take().expect("stop sender").send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), &mut server.task)
+        .await
+        .expect("serve returns after the drain timeout")
+        .unwrap();
+    assert!(stopped.elapsed() >= drain, "{:?}", stopped.elapsed());
+    tokio::time::timeout(Duration::from_secs(2), h1_connection)
+        .await
+        .expect("the idle connection is closed")
+        .unwrap();
+    assert_eq!(closed_for(&server, "shutdown"), 1);
 }
 
 #[tokio::test]
