@@ -2,10 +2,15 @@
 //! describes it (`RAYGATE_ENV_INSTALL`, `RAYGATE_IN_CLUSTER_NAMESPACE`, `RAYGATE_IMAGE`), and
 //! the raygate Pods it runs.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::ListParams;
-use raygate_e2e::Env;
+use kube::api::{ListParams, PostParams};
+use raygate_e2e::{Env, TestNamespace};
+use serde_json::json;
 
 /// The environment, which must have raygate installed in-cluster.
 ///
@@ -55,4 +60,71 @@ pub async fn raygate_logs(env: &Env) -> String {
         logs.push_str(&String::from_utf8_lossy(&output.stdout));
     }
     logs
+}
+
+/// Admission load: dry-run creates of a Ray Pod in an opted-in namespace, one after another,
+/// counting the refused ones (with `failurePolicy: Fail`, every moment without a serving
+/// replica behind the Service is a refusal).
+pub struct AdmissionLoad {
+    stop: Arc<AtomicBool>,
+    sent: Arc<AtomicUsize>,
+    failed: Arc<AtomicUsize>,
+    errors: Arc<std::sync::Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl AdmissionLoad {
+    /// Starts the load in `ns`, which must be opted in.
+    pub fn start(ns: &TestNamespace) -> AdmissionLoad {
+        let pods: Api<Pod> = ns.api();
+        let pod: Pod = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"generateName": "load-", "labels": {"ray.io/node-type": "worker", "ray.io/cluster": "load"}},
+            "spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray:2.60.0"}]},
+        }))
+        .expect("a Pod");
+        let (stop, sent, failed) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicUsize::new(0)),
+        );
+        let errors = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let task = tokio::spawn({
+            let (stop, sent, failed, errors) =
+                (stop.clone(), sent.clone(), failed.clone(), errors.clone());
+            async move {
+                let params = PostParams {
+                    dry_run: true,
+                    ..PostParams::default()
+                };
+                while !stop.load(Ordering::Relaxed) {
+                    sent.fetch_add(1, Ordering::Relaxed);
+                    if let Err(e) = pods.create(&params, &pod).await {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                        errors.lock().expect("errors").push(e.to_string());
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        });
+        AdmissionLoad {
+            stop,
+            sent,
+            failed,
+            errors,
+            task,
+        }
+    }
+
+    /// Stops the load; returns (sent, failed, the errors).
+    pub async fn finish(self) -> (usize, usize, Vec<String>) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.await.expect("load task");
+        let errors = self.errors.lock().expect("errors").clone();
+        (
+            self.sent.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+            errors,
+        )
+    }
 }
