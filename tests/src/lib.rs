@@ -35,6 +35,7 @@ pub mod ray;
 pub mod raygate;
 pub mod reconciler;
 pub mod runner;
+pub mod seeded;
 
 pub use env::Env;
 pub use namespace::TestNamespace;

@@ -15,22 +15,19 @@
 use raygate_api::conversion::{RayVersion, convert_documents};
 use raygate_api::input::{as_the_api_server_reads, documents_to_yaml, parse_documents};
 use raygate_api::keys::{RECONCILER_LABEL, V1_FIELDS_ANNOTATION};
+use raygate_e2e::seeded::SplitMix64;
 use raygate_e2e::{Env, TestNamespace};
 use serde_json::Value;
 
 /// How many generated files the test sends.
 const CASES: u64 = 24;
 
-/// splitmix64: a small, seedable generator, enough to pick spellings.
-struct Picker(u64);
+/// Picks spellings for one generated file, reproducibly from its seed.
+struct Picker(SplitMix64);
 
 impl Picker {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     fn pick<'a>(&mut self, choices: &[&'a str]) -> &'a str {
@@ -176,7 +173,7 @@ fn document(p: &mut Picker, index: usize) -> String {
 
 /// A file of one to three documents.
 fn file(seed: u64) -> String {
-    let mut p = Picker(seed);
+    let mut p = Picker(SplitMix64::new(seed));
     let count = 1 + usize::try_from(p.next() % 3).expect("small count");
     (0..count)
         .map(|index| format!("---\n{}", document(&mut p, index)))

@@ -221,6 +221,18 @@ impl Server {
         .await
     }
 
+    /// A server with the default limits whose drain lasts at most `drain`.
+    async fn start_draining_within(drain: Duration) -> Server {
+        Server::start_with(
+            default_limits(),
+            ServeOptions {
+                drain_timeout: drain,
+                ..ServeOptions::default()
+            },
+        )
+        .await
+    }
+
     async fn start_with(limits: Limits, options: ServeOptions) -> Server {
         Server::start_opting_in(limits, options, OptInLabel::default()).await
     }
@@ -1369,14 +1381,7 @@ impl KeptAlive {
 #[tokio::test]
 async fn draining_leaves_idle_http1_connections_to_their_client_and_sends_goaway_over_h2() {
     let drain = Duration::from_secs(30);
-    let mut server = Server::start_with(
-        default_limits(),
-        ServeOptions {
-            drain_timeout: drain,
-            ..ServeOptions::default()
-        },
-    )
-    .await;
+    let mut server = Server::start_draining_within(drain).await;
     let (mut h1, h1_connection) = KeptAlive::open(&server, false).await;
     let (mut h2, h2_connection) = KeptAlive::open(&server, true).await;
     let (status, headers) = h1.get_with_headers("/healthz").await;
@@ -1416,14 +1421,7 @@ async fn draining_leaves_idle_http1_connections_to_their_client_and_sends_goaway
 #[tokio::test]
 async fn connections_still_open_at_the_drain_timeout_are_closed() {
     let drain = Duration::from_secs(1);
-    let mut server = Server::start_with(
-        default_limits(),
-        ServeOptions {
-            drain_timeout: drain,
-            ..ServeOptions::default()
-        },
-    )
-    .await;
+    let mut server = Server::start_draining_within(drain).await;
     let (mut h1, h1_connection) = KeptAlive::open(&server, false).await;
     assert_eq!(h1.get("/healthz").await, StatusCode::OK);
     let stopped = Instant::now();

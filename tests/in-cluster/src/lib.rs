@@ -6,9 +6,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::core::v1::Pod;
-use kube::Api;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ListParams, PostParams};
+use kube::{Api, Client};
 use raygate_e2e::{Env, TestNamespace};
 use serde_json::json;
 
@@ -127,4 +131,65 @@ impl AdmissionLoad {
             errors,
         )
     }
+}
+
+/// One place the installation's CA bundle is injected: a webhook of raygate's two webhook
+/// configurations or a `ray.io` CRD's conversion webhook.
+pub struct InjectionTarget {
+    /// What it is, for messages.
+    pub what: String,
+    /// The Service it calls, as `(name, namespace)`; `None` for a URL.
+    pub service: Option<(String, String)>,
+    /// Its `caBundle`, empty until injected.
+    pub ca_bundle: Vec<u8>,
+}
+
+/// Every place raygate injects its CA bundle: the webhooks of both `raygate` webhook
+/// configurations, then the conversion of `rayjobs.ray.io` and `rayclusters.ray.io`.
+///
+/// # Panics
+/// When one of these objects cannot be read.
+pub async fn injection_targets(client: &Client) -> Vec<InjectionTarget> {
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mutating = mutating.get("raygate").await.expect("mutating").webhooks;
+    let validating = validating
+        .get("raygate")
+        .await
+        .expect("validating")
+        .webhooks;
+    let mut targets: Vec<InjectionTarget> = mutating
+        .unwrap_or_default()
+        .into_iter()
+        .map(|w| (w.name, w.client_config))
+        .chain(
+            validating
+                .unwrap_or_default()
+                .into_iter()
+                .map(|w| (w.name, w.client_config)),
+        )
+        .map(|(name, config)| InjectionTarget {
+            what: format!("webhook {name}"),
+            service: config.service.map(|s| (s.name, s.namespace)),
+            ca_bundle: config.ca_bundle.map(|b| b.0).unwrap_or_default(),
+        })
+        .collect();
+    for name in ["rayjobs.ray.io", "rayclusters.ray.io"] {
+        let config = crds
+            .get(name)
+            .await
+            .expect("CRD")
+            .spec
+            .conversion
+            .and_then(|c| c.webhook)
+            .and_then(|w| w.client_config)
+            .unwrap_or_default();
+        targets.push(InjectionTarget {
+            what: format!("conversion of {name}"),
+            service: config.service.map(|s| (s.name, s.namespace)),
+            ca_bundle: config.ca_bundle.map(|b| b.0).unwrap_or_default(),
+        });
+    }
+    targets
 }

@@ -6,17 +6,15 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use kube::api::{DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use raygate_e2e::TestNamespace;
-use raygate_in_cluster_e2e::{in_cluster_env, is_ready, namespace, raygate_pods};
+use raygate_in_cluster_e2e::{
+    in_cluster_env, injection_targets, is_ready, namespace, raygate_pods,
+};
 use serde_json::json;
 
 const OPT_IN: [(&str, &str); 1] = [("raygate.io/scheduler", "volcano")];
@@ -75,43 +73,20 @@ async fn the_api_server_calls_the_webhooks_through_the_service_with_raygates_own
         .await
         .expect("the self-managed Secret");
     assert!(secret.data.is_some_and(|d| !d.is_empty()));
-    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let mutating = mutating.get("raygate").await.expect("mutating").webhooks;
-    let validating = validating
-        .get("raygate")
-        .await
-        .expect("validating")
-        .webhooks;
-    let client_configs = mutating
-        .unwrap_or_default()
-        .into_iter()
-        .map(|w| w.client_config)
-        .chain(
-            validating
-                .unwrap_or_default()
-                .into_iter()
-                .map(|w| w.client_config),
-        );
     let mut bundles = Vec::new();
-    for config in client_configs {
-        let service = config.service.expect("a Service, not a URL");
+    for target in injection_targets(&client).await {
         assert_eq!(
-            (service.name.as_str(), service.namespace.as_str()),
-            ("raygate", ns.as_str())
+            target.service,
+            Some(("raygate".to_owned(), ns.clone())),
+            "{} calls raygate's Service",
+            target.what
         );
-        bundles.push(config.ca_bundle.expect("injected").0);
-    }
-    let crds: Api<CustomResourceDefinition> = Api::all(client);
-    for name in ["rayjobs.ray.io", "rayclusters.ray.io"] {
-        let crd = crds.get(name).await.expect("CRD");
-        let conversion = crd.spec.conversion.expect("conversion");
-        let config = conversion
-            .webhook
-            .and_then(|w| w.client_config)
-            .expect("clientConfig");
-        assert_eq!(config.service.expect("Service").namespace, ns);
-        bundles.push(config.ca_bundle.expect("injected").0);
+        assert!(
+            !target.ca_bundle.is_empty(),
+            "{} has no caBundle",
+            target.what
+        );
+        bundles.push(target.ca_bundle);
     }
     assert_eq!(bundles.len(), 7, "5 webhooks and 2 conversions");
     assert!(

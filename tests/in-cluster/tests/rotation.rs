@@ -8,15 +8,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{Api, Client};
 use raygate_certs::pki::{parse_certificate, verifies_under};
 use raygate_e2e::TestNamespace;
-use raygate_in_cluster_e2e::{AdmissionLoad, in_cluster_env, namespace, raygate_pods};
+use raygate_in_cluster_e2e::{
+    AdmissionLoad, in_cluster_env, injection_targets, namespace, raygate_pods,
+};
 use rustls::pki_types::{CertificateDer, ServerName};
 
 const OPT_IN: [(&str, &str); 1] = [("raygate.io/scheduler", "volcano")];
@@ -47,57 +45,11 @@ fn certificates(bundle: &[u8]) -> Vec<CertificateDer<'static>> {
 
 /// Every caBundle raygate injects: 5 webhooks and the 2 CRDs' conversion.
 async fn injected_bundles(client: &Client) -> Vec<Vec<u8>> {
-    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let mut bundles = Vec::new();
-    for webhook in mutating
-        .get("raygate")
+    injection_targets(client)
         .await
-        .expect("mutating")
-        .webhooks
-        .unwrap_or_default()
-    {
-        bundles.push(
-            webhook
-                .client_config
-                .ca_bundle
-                .map(|b| b.0)
-                .unwrap_or_default(),
-        );
-    }
-    for webhook in validating
-        .get("raygate")
-        .await
-        .expect("validating")
-        .webhooks
-        .unwrap_or_default()
-    {
-        bundles.push(
-            webhook
-                .client_config
-                .ca_bundle
-                .map(|b| b.0)
-                .unwrap_or_default(),
-        );
-    }
-    for name in ["rayjobs.ray.io", "rayclusters.ray.io"] {
-        let config = crds
-            .get(name)
-            .await
-            .expect("CRD")
-            .spec
-            .conversion
-            .and_then(|c| c.webhook)
-            .and_then(|w| w.client_config);
-        bundles.push(
-            config
-                .and_then(|c| c.ca_bundle)
-                .map(|b| b.0)
-                .unwrap_or_default(),
-        );
-    }
-    bundles
+        .into_iter()
+        .map(|target| target.ca_bundle)
+        .collect()
 }
 
 /// The certificate the replica at `ip` presents for the Service's name to a client trusting

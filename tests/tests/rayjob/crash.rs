@@ -21,6 +21,7 @@ use raygate_api::ray::v1::{RayCluster, RayJob};
 use raygate_api::volcano::PodGroup;
 use raygate_e2e::ray::Dashboard;
 use raygate_e2e::reconciler::{PRIVATE_RECONCILER_LABEL, Reconciler};
+use raygate_e2e::seeded::SplitMix64;
 use raygate_e2e::{Env, TestNamespace};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
@@ -37,19 +38,6 @@ const MAX_KILLS: u32 = 25;
 const LIFETIME_SPREAD_MS: u64 = 5000;
 /// Bound for all RayJobs to end once the last reconciler keeps running.
 const SETTLE: Duration = Duration::from_secs(180);
-
-/// splitmix64: a tiny, seedable generator (the kill schedule must be reproducible).
-struct Schedule(u64);
-
-impl Schedule {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
 
 fn seed() -> u64 {
     match std::env::var("RAYGATE_CRASH_SEED") {
@@ -314,7 +302,7 @@ async fn twenty_rayjobs_survive_a_reconciler_killed_at_random_moments() {
     .await;
     let seed = seed();
     println!("crash schedule seed {seed} (replay: RAYGATE_CRASH_SEED={seed})");
-    let mut schedule = Schedule(seed);
+    let mut schedule = SplitMix64::new(seed);
     let history = Shared::default();
     let ours = format!("{}=RayJob", keys::ORIGINATED_FROM_CRD_LABEL);
     watch(
@@ -344,7 +332,7 @@ async fn twenty_rayjobs_survive_a_reconciler_killed_at_random_moments() {
     let mut kills = 0;
     while kills < MAX_KILLS {
         let mut reconciler = Reconciler::start(&env, &ns, None).await;
-        let lifetime = 1000 + schedule.next() % LIFETIME_SPREAD_MS;
+        let lifetime = 1000 + schedule.next_u64() % LIFETIME_SPREAD_MS;
         tokio::time::sleep(Duration::from_millis(lifetime)).await;
         reconciler.kill().await;
         kills += 1;
