@@ -75,4 +75,7 @@ IMAGE_RAYGATE_REPO=ghcr.io/raygate/raygate
 IMAGE_RAYGATE_VERSION=$(sed -n '/^\[workspace\.package\]/,/^\[/s/^version = "\(.*\)"$/\1/p' \
   "$(dirname "${BASH_SOURCE[0]}")/../../Cargo.toml")
 IMAGE_RAYGATE_REF=$IMAGE_RAYGATE_REPO:$IMAGE_RAYGATE_VERSION
+# The same image under a second tag, which the in-cluster installs are upgraded to and rolled
+# back from (tests/in-cluster/tests/lifecycle.rs): tagged in each real node's containerd at `up`.
+IMAGE_RAYGATE_UPGRADE_REF=$IMAGE_RAYGATE_REF-upgrade
 IMAGE_RAYGATE_TAR=$RAYGATE_IMAGE_DIR/raygate-$IMAGE_RAYGATE_VERSION/image.tar

@@ -1,7 +1,9 @@
 //! The installation's life after it was installed (run after `in_cluster`, as it ends the
 //! installation): raygate's ServiceAccount is granted exactly the rendering's RBAC and raygate
-//! met no 403 doing its work; an upgrade (a changed setting rolls both replicas) and a rollback
-//! under continuous admission load fail no admission; uninstalling leaves no webhook
+//! met no 403 doing its work; an upgrade (the image's second tag and a changed setting roll both
+//! replicas) and a rollback under continuous admission load fail no admission, and a RayJob
+//! whose Ray job runs through both (the reconciler's Lease moves twice) ends on its first
+//! cluster and submission, with one Ray job in it; uninstalling leaves no webhook
 //! configuration that would refuse Pods and no Secret or Lease of raygate's. Each step is done
 //! as README.md's install commands do it: `helm upgrade`/`rollback`/`uninstall` (which keeps the
 //! CRDs, and so every RayJob) for `RAYGATE_ENV_INSTALL=helm`; `kubectl apply --server-side` of a
@@ -17,8 +19,9 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
-use kube::api::PostParams;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use raygate_api::manifests::{InstallOptions, render};
+use raygate_e2e::ray::Dashboard;
 use raygate_e2e::{Env, TestNamespace};
 use raygate_in_cluster_e2e::{
     AdmissionLoad, in_cluster_env, is_ready, namespace, raygate_logs, raygate_pods,
@@ -109,11 +112,17 @@ impl Installation {
         Installation::kubectl(&["apply", "--server-side", "-f", &file]).await;
     }
 
-    /// Changes one setting (the log format): both replicas are replaced.
+    /// Upgrades to the image's second tag (`RAYGATE_IMAGE_UPGRADE`) and changes one setting
+    /// (the log format): both replicas are replaced.
     async fn upgrade(&self, env: &Env, raygate_ns: &str) {
+        let image = env.var("RAYGATE_IMAGE_UPGRADE");
         match self {
             Installation::Helm { release } => {
                 let chart = concat!(env!("CARGO_MANIFEST_DIR"), "/../../manifests/chart");
+                let tag = format!(
+                    "image.tag={}",
+                    image.rsplit_once(':').expect("a tagged image").1
+                );
                 helm(
                     env,
                     &[
@@ -124,6 +133,8 @@ impl Installation {
                         raygate_ns,
                         "--reuse-values",
                         "--set",
+                        &tag,
+                        "--set",
                         "logFormat=json",
                         "--wait",
                         "--timeout",
@@ -133,7 +144,13 @@ impl Installation {
                 .await;
             }
             Installation::Manifests { flags } => {
-                Installation::apply_rendering(flags, &["--log-format", "json"]).await;
+                let mut flags = flags.clone();
+                let at = flags
+                    .iter()
+                    .position(|flag| flag == "--image")
+                    .expect("the install's --image");
+                flags[at + 1] = image.to_owned();
+                Installation::apply_rendering(&flags, &["--log-format", "json"]).await;
             }
         }
     }
@@ -230,6 +247,38 @@ async fn wait_rolled_out(env: &Env, ns: &TestNamespace) {
         },
     )
     .await;
+}
+
+/// The RayJob that runs through the upgrade and the rollback.
+const STEADY: &str = "steady";
+
+/// A RayJob whose Ray job runs for 150 s (longer than an upgrade and a rollback take here) on
+/// its own one-node Ray cluster, which is kept when it ends.
+fn steady_rayjob() -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "ray.io/v1", "kind": "RayJob",
+        "metadata": {"name": STEADY},
+        "spec": {
+            "entrypoint": "python -c \"import time; time.sleep(150); print('steady')\"",
+            "shutdownAfterJobFinishes": false,
+            "rayClusterSpec": {
+                "rayVersion": "2.60.0",
+                "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{
+                    "name": "ray-head", "image": "rayproject/ray:2.60.0",
+                    "resources": {
+                        "requests": {"cpu": "1", "memory": "2Gi"},
+                        "limits": {"cpu": "1", "memory": "2Gi"},
+                    },
+                }]}}},
+            },
+        },
+    }))
+    .expect("a RayJob")
+}
+
+/// `ray.io/v1` `kind`.
+fn ray_resource(kind: &str) -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk("ray.io", "v1", kind))
 }
 
 /// The `(group, resource, verb)` triples a rendering grants by its ClusterRole and Role.
@@ -333,10 +382,25 @@ async fn upgrade_rollback_and_uninstall_under_load_fail_no_admission_and_leave_n
         );
     }
 
-    let ns = TestNamespace::with_labels(&env, "incluster-upgrade", &OPT_IN).await;
+    let ns = TestNamespace::on_real_nodes(&env, "incluster-upgrade", &OPT_IN).await;
+    // A RayJob whose Ray job runs through the upgrade and the rollback, each of which moves the
+    // reconciler's Lease to a new replica.
+    let rayjobs =
+        Api::<DynamicObject>::namespaced_with(ns.client(), ns.name(), &ray_resource("RayJob"));
+    rayjobs
+        .create(&PostParams::default(), &steady_rayjob())
+        .await
+        .expect("creating the RayJob");
+    let running = ns
+        .wait_for("the Ray job to run", Duration::from_secs(300), || async {
+            let status = rayjobs.get(STEADY).await?.data["status"].clone();
+            Ok((status["jobStatus"] == "RUNNING").then_some(status))
+        })
+        .await;
     let load = AdmissionLoad::start(&ns);
     tokio::time::sleep(Duration::from_secs(3)).await;
-    // A changed setting: both replicas are replaced, one at a time (maxUnavailable 0).
+    // Another tag and a changed setting: both replicas are replaced, one at a time
+    // (maxUnavailable 0).
     let before: Vec<String> = raygate_pods(&env)
         .await
         .into_iter()
@@ -344,15 +408,24 @@ async fn upgrade_rollback_and_uninstall_under_load_fail_no_admission_and_leave_n
         .collect();
     installation.upgrade(&env, &raygate_ns).await;
     wait_rolled_out(&env, &ns).await;
-    let after: Vec<String> = raygate_pods(&env)
-        .await
-        .into_iter()
-        .filter_map(|p| p.metadata.name)
+    let upgraded = raygate_pods(&env).await;
+    let after: Vec<String> = upgraded
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
         .collect();
     assert!(
         after.iter().all(|p| !before.contains(p)),
         "upgraded Pods {after:?} replace {before:?}"
     );
+    let upgrade_image = env.var("RAYGATE_IMAGE_UPGRADE");
+    for pod in &upgraded {
+        let image = pod.spec.as_ref().map(|s| s.containers[0].image.clone());
+        assert_eq!(
+            image.flatten().as_deref(),
+            Some(upgrade_image),
+            "the upgrade's image"
+        );
+    }
     installation.roll_back(&env, &raygate_ns).await;
     wait_rolled_out(&env, &ns).await;
     let (sent, failed, errors) = load.finish().await;
@@ -360,6 +433,56 @@ async fn upgrade_rollback_and_uninstall_under_load_fail_no_admission_and_leave_n
     assert_eq!(
         failed, 0,
         "{failed} of {sent} admissions failed during upgrade and rollback: {errors:?}"
+    );
+    let status = rayjobs.get(STEADY).await.expect("the RayJob").data["status"].clone();
+    assert_eq!(
+        status["jobStatus"], "RUNNING",
+        "the Ray job ended before the rollback did, so it proves nothing of both: {status}"
+    );
+    let done = ns
+        .wait_for("the RayJob to end", Duration::from_secs(300), || async {
+            let status = rayjobs.get(STEADY).await?.data["status"].clone();
+            Ok(matches!(
+                status["jobDeploymentStatus"].as_str(),
+                Some("Complete" | "Failed")
+            )
+            .then_some(status))
+        })
+        .await;
+    // No progress lost: the same cluster and submission, no failed attempt, one cluster and one
+    // Ray job in it.
+    assert_eq!(done["jobDeploymentStatus"], "Complete", "{done}");
+    assert_eq!(done["jobStatus"], "SUCCEEDED", "{done}");
+    for key in ["rayClusterName", "jobId", "startTime"] {
+        assert_eq!(
+            done[key], running[key],
+            "{key} changed: {running} -> {done}"
+        );
+    }
+    assert!(
+        done["failed"].as_i64().unwrap_or(0) == 0,
+        "a failed attempt: {done}"
+    );
+    let clusters =
+        Api::<DynamicObject>::namespaced_with(ns.client(), ns.name(), &ray_resource("RayCluster"))
+            .list(&ListParams::default())
+            .await
+            .expect("listing RayClusters");
+    assert_eq!(clusters.items.len(), 1, "one RayCluster");
+    let dashboard = Dashboard::new(&format!(
+        "http://{}",
+        done["dashboardURL"].as_str().expect("a dashboard URL")
+    ));
+    let jobs = dashboard
+        .get("/api/jobs/")
+        .await
+        .expect("the Ray job list")
+        .json()
+        .expect("JSON");
+    assert_eq!(
+        jobs.as_array().map(Vec::len),
+        Some(1),
+        "one submission in the Ray cluster: {jobs}"
     );
 
     installation.uninstall(&env, &raygate_ns).await;
