@@ -33,6 +33,7 @@ pub mod namespace;
 pub mod nodes;
 pub mod ray;
 pub mod raygate;
+pub mod rbac;
 pub mod reconciler;
 pub mod runner;
 pub mod seeded;

@@ -1,13 +1,14 @@
 //! `raygate manifests` on the real API server: every object of the rendering passes a
 //! server-side dry run (apply, or replace for what the environment already has) (schemas, RBAC
 //! rules, CEL match conditions, webhook configurations, CRDs with their conversion stanza), and
-//! nothing is left behind; the environment's live webhook configurations are the rendering's.
+//! nothing is left behind; the environment's live webhook configurations are the rendering's;
+//! and README.md's permissions table is what the rendering grants.
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::pinned_kind;
 use raygate_api::manifests::{InstallOptions, render};
-use raygate_e2e::{Env, TestNamespace};
+use raygate_e2e::{Env, TestNamespace, rbac};
 
 #[tokio::test]
 async fn the_whole_rendering_passes_a_server_side_dry_run_apply() {
@@ -150,5 +151,19 @@ async fn the_environments_webhook_configurations_are_the_installations_but_for_t
     assert_eq!(
         compared, 5,
         "every webhook of the installation is in the environment"
+    );
+}
+
+#[test]
+fn the_readme_permissions_table_is_what_the_rendering_grants() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("README.md");
+    let documented = rbac::documented(&readme);
+    let rendered = rbac::rendered(&render(&InstallOptions::default()));
+    let missing: Vec<_> = rendered.difference(&documented).collect();
+    let extra: Vec<_> = documented.difference(&rendered).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "granted but not in README.md: {missing:?}\nin README.md but not granted: {extra:?}"
     );
 }

@@ -10,6 +10,7 @@
 //! new and then the old `raygate manifests` rendering, and `kubectl delete -f` (which deletes
 //! the CRDs with the rest) for `RAYGATE_ENV_INSTALL=manifests`.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::{
@@ -19,9 +20,12 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
+};
 use raygate_api::manifests::{InstallOptions, render};
 use raygate_e2e::ray::Dashboard;
+use raygate_e2e::rbac::{self, Grant, Listed};
 use raygate_e2e::{Env, TestNamespace};
 use raygate_in_cluster_e2e::{
     AdmissionLoad, in_cluster_env, is_ready, namespace, raygate_logs, raygate_pods,
@@ -281,30 +285,48 @@ fn ray_resource(kind: &str) -> ApiResource {
     ApiResource::from_gvk(&GroupVersionKind::gvk("ray.io", "v1", kind))
 }
 
-/// The `(group, resource, verb)` triples a rendering grants by its ClusterRole and Role.
-fn rendered_grants(options: &InstallOptions) -> Vec<(String, String, String)> {
-    let mut grants = Vec::new();
-    for object in render(options) {
-        if object["kind"] != "ClusterRole" && object["kind"] != "Role" {
+/// Grants raygate needs in clusters other than the test environment, so that the audit of this
+/// suite cannot show them used: the `OwnerReferencesPermissionEnforcement` admission plugin
+/// (OpenShift turns it on; the environment does not) lets only a user who may update an
+/// owner's `finalizers` set `blockOwnerDeletion` on its dependents, which raygate's RayClusters,
+/// Pods, Services, Jobs and PodGroups carry.
+const NOT_USED_HERE: [(&str, &str, &str); 2] = [
+    ("ray.io", "rayjobs/finalizers", "update"),
+    ("ray.io", "rayclusters/finalizers", "update"),
+];
+
+fn grant_ref(grant: &(String, String, String)) -> (&str, &str, &str) {
+    (&grant.0, &grant.1, &grant.2)
+}
+
+/// The `(group, resource, verb)` triples of the requests `account` made that the API server
+/// answered (any status but 403), from the environment's audit log (`RAYGATE_AUDIT_LOG`: every
+/// request of raygate's ServiceAccount, metadata only); `resource` is `resource/subresource`
+/// for a subresource, as RBAC names it.
+fn audited_requests(env: &Env, account: &str) -> BTreeSet<(String, String, String)> {
+    let path = env.var("RAYGATE_AUDIT_LOG");
+    let log = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
+    let mut used = BTreeSet::new();
+    for line in log.lines() {
+        let event: serde_json::Value = serde_json::from_str(line).expect("an audit event");
+        let object = &event["objectRef"];
+        if event["user"]["username"] != account
+            || event["responseStatus"]["code"] == 403
+            || object.is_null()
+        {
             continue;
         }
-        for rule in object["rules"].as_array().into_iter().flatten() {
-            for group in rule["apiGroups"].as_array().into_iter().flatten() {
-                for resource in rule["resources"].as_array().into_iter().flatten() {
-                    for verb in rule["verbs"].as_array().into_iter().flatten() {
-                        grants.push((
-                            group.as_str().unwrap_or_default().to_owned(),
-                            resource.as_str().unwrap_or_default().to_owned(),
-                            verb.as_str().unwrap_or_default().to_owned(),
-                        ));
-                    }
-                }
-            }
-        }
+        let resource = match object["subresource"].as_str() {
+            Some(sub) => format!("{}/{sub}", object["resource"].as_str().unwrap_or_default()),
+            None => object["resource"].as_str().unwrap_or_default().to_owned(),
+        };
+        used.insert((
+            object["apiGroup"].as_str().unwrap_or_default().to_owned(),
+            resource,
+            event["verb"].as_str().unwrap_or_default().to_owned(),
+        ));
     }
-    grants.sort();
-    grants.dedup();
-    grants
+    used
 }
 
 #[tokio::test]
@@ -314,62 +336,36 @@ async fn upgrade_rollback_and_uninstall_under_load_fail_no_admission_and_leave_n
     let installation = Installation::of(&env);
     let client = env.client().await;
 
-    // Least privilege: each rendered grant is one raygate's ServiceAccount has, and it met no
-    // 403 in the work the in_cluster tests had it do.
+    // Least privilege: what `kubectl auth can-i --list` shows raygate's ServiceAccount may do,
+    // beyond what any ServiceAccount may, is exactly README.md's permissions table; and it met
+    // no 403 in the work the in_cluster tests had it do.
     let account = format!("system:serviceaccount:{raygate_ns}:raygate");
-    for (group, resource, verb) in rendered_grants(&InstallOptions {
-        namespace: raygate_ns.clone(),
-        ..InstallOptions::default()
-    }) {
-        // `rayjobs/status` is asked as `rayjobs --subresource=status`.
-        let (resource, subresource) = match resource.split_once('/') {
-            Some((resource, sub)) => (resource.to_owned(), format!("--subresource={sub}")),
-            None => (resource, "--subresource=".to_owned()),
-        };
-        let resource = if group.is_empty() {
-            resource
-        } else {
-            format!("{resource}.{group}")
-        };
-        let out = raygate_e2e::kubectl::run(&[
-            "auth",
-            "can-i",
-            &verb,
-            &resource,
-            &subresource,
-            "--as",
-            &account,
-            "-n",
-            &raygate_ns,
-        ])
-        .await;
-        // Named grants (resourceNames) answer "no" for the collection; those are checked by name.
-        if out.status.success() {
-            continue;
+    let can_i = |user: String| {
+        let namespace = raygate_ns.clone();
+        async move {
+            let out = raygate_e2e::kubectl::stdout(&[
+                "auth", "can-i", "--list", "--as", &user, "-n", &namespace,
+            ])
+            .await;
+            rbac::can_i_list(&out)
         }
-        let named = match resource.as_str() {
-            "mutatingwebhookconfigurations.admissionregistration.k8s.io"
-            | "validatingwebhookconfigurations.admissionregistration.k8s.io" => "raygate",
-            "customresourcedefinitions.apiextensions.k8s.io" => "rayjobs.ray.io",
-            _ => panic!(
-                "{account} cannot {verb} {resource}: {}",
-                String::from_utf8_lossy(&out.stdout)
-            ),
-        };
-        let out = raygate_e2e::kubectl::run(&[
-            "auth",
-            "can-i",
-            &verb,
-            &format!("{resource}/{named}"),
-            "--as",
-            &account,
-        ])
-        .await;
-        assert!(
-            out.status.success(),
-            "{account} cannot {verb} {resource}/{named}"
-        );
-    }
+    };
+    let anyone = can_i(format!("system:serviceaccount:{raygate_ns}:nobody")).await;
+    let own: BTreeSet<Listed> = can_i(account.clone())
+        .await
+        .difference(&anyone)
+        .cloned()
+        .collect();
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
+        .expect("README.md");
+    let documented: BTreeSet<Listed> = rbac::documented(&readme)
+        .iter()
+        .map(Grant::listed)
+        .collect();
+    assert_eq!(
+        own, documented,
+        "raygate's ServiceAccount may do (left) what README.md's permissions table says (right)"
+    );
     // An RBAC refusal names the account ("User \"system:serviceaccount:…\" cannot …"); a 403
     // for a namespace being deleted (a test's own clean-up) is no missing grant.
     let logs = raygate_logs(&env).await;
@@ -483,6 +479,34 @@ async fn upgrade_rollback_and_uninstall_under_load_fail_no_admission_and_leave_n
         jobs.as_array().map(Vec::len),
         Some(1),
         "one submission in the Ray cluster: {jobs}"
+    );
+
+    // Deleting it runs the reconciler's clean-up (finalizer, Ray job, cluster, submitter).
+    rayjobs
+        .delete(STEADY, &DeleteParams::default())
+        .await
+        .expect("deleting the RayJob");
+    ns.wait_for(
+        "the RayJob to be gone",
+        Duration::from_secs(120),
+        || async { Ok(rayjobs.get_opt(STEADY).await?.is_none().then_some(())) },
+    )
+    .await;
+
+    // Least privilege, the other way round: every grant was used by raygate in this suite, as
+    // the API server's audit log of raygate's ServiceAccount shows.
+    let used = audited_requests(&env, &account);
+    let unused: BTreeSet<_> = rbac::rendered(&render(&InstallOptions {
+        namespace: raygate_ns.clone(),
+        ..InstallOptions::default()
+    }))
+    .into_iter()
+    .map(|grant| (grant.group, grant.resource, grant.verb))
+    .filter(|grant| !used.contains(grant) && !NOT_USED_HERE.contains(&grant_ref(grant)))
+    .collect();
+    assert!(
+        unused.is_empty(),
+        "granted but never used by raygate (group, resource, verb): {unused:?}\nused: {used:?}"
     );
 
     installation.uninstall(&env, &raygate_ns).await;
