@@ -495,19 +495,28 @@ fn named_rule(groups: &[&str], resources: &[&str], names: &[&str], verbs: &[&str
 }
 
 const READ: &[&str] = &["get", "list", "watch"];
-const MANAGE: &[&str] = &[
-    "get", "list", "watch", "create", "update", "patch", "delete",
-];
-const WRITE_STATUS: &[&str] = &["get", "update", "patch"];
+/// Status is written with merge patches of the status subresource, never read through it.
+const WRITE_STATUS: &[&str] = &["patch"];
 
 /// Only what the enabled parts use: the webhook reads the objects its checks look up; the
 /// reconciler manages what it creates; self-managed certificates need the CA-bundle patches.
 fn cluster_role(options: &InstallOptions) -> Value {
     let mut rules = Vec::new();
     if options.reconciler {
-        // The Ray objects: reconciled, defaulted, status written, finalizer managed.
+        // The Ray objects: reconciled, status written, finalizer managed (patches, never
+        // whole-object updates); a RayJob's own RayCluster is created, suspended and deleted,
+        // and a RayJob deleted by its deletion strategy.
         rules.extend([
-            rule(&["ray.io"], &["rayjobs", "rayclusters"], MANAGE),
+            rule(
+                &["ray.io"],
+                &["rayjobs"],
+                &["get", "list", "watch", "patch", "delete"],
+            ),
+            rule(
+                &["ray.io"],
+                &["rayclusters"],
+                &["get", "list", "watch", "create", "patch", "delete"],
+            ),
             rule(
                 &["ray.io"],
                 &["rayjobs/status", "rayclusters/status"],
@@ -518,10 +527,24 @@ fn cluster_role(options: &InstallOptions) -> Value {
                 &["rayjobs/finalizers", "rayclusters/finalizers"],
                 &["update"],
             ),
-            // What the reconciler creates for them.
-            rule(&[""], &["pods", "services"], MANAGE),
-            rule(&["batch"], &["jobs"], MANAGE),
-            rule(&["scheduling.volcano.sh"], &["podgroups"], MANAGE),
+            // What the reconciler creates for them: Pods (listed live, replaced by deleting),
+            // head Services (patched on a retry), submitter Jobs, PodGroups (resized).
+            rule(&[""], &["pods"], &["list", "watch", "create", "delete"]),
+            rule(
+                &[""],
+                &["services"],
+                &["get", "list", "watch", "create", "patch"],
+            ),
+            rule(
+                &["batch"],
+                &["jobs"],
+                &["get", "list", "watch", "create", "delete"],
+            ),
+            rule(
+                &["scheduling.volcano.sh"],
+                &["podgroups"],
+                &["get", "list", "watch", "create", "patch"],
+            ),
         ]);
     } else {
         // The webhook's lookups: RayJobs and RayClusters (name clashes, submitter Jobs' owners)
@@ -531,10 +554,11 @@ fn cluster_role(options: &InstallOptions) -> Value {
             rule(&["batch"], &["jobs"], READ),
         ]);
     }
-    // Admission policy (both parts).
+    // Admission policy (both parts), from the webhook's caches and the QueuePolicy status
+    // controller's watch: never read one by one.
     rules.extend([
-        rule(&["scheduling.volcano.sh"], &["queues"], READ),
-        rule(&["raygate.io"], &["queuepolicies"], READ),
+        rule(&["scheduling.volcano.sh"], &["queues"], &["list", "watch"]),
+        rule(&["raygate.io"], &["queuepolicies"], &["list", "watch"]),
     ]);
     if options.reconciler {
         rules.push(rule(
@@ -545,11 +569,8 @@ fn cluster_role(options: &InstallOptions) -> Value {
     }
     rules.push(rule(&[""], &["namespaces"], READ));
     if options.reconciler {
-        rules.push(rule(
-            &["", "events.k8s.io"],
-            &["events"],
-            &["create", "patch"],
-        ));
+        // kube-runtime's recorder writes events.k8s.io/v1 Events (and patches their series).
+        rules.push(rule(&["events.k8s.io"], &["events"], &["create", "patch"]));
     }
     if options.self_managed() {
         // CA bundle injection into raygate's own webhook configurations and the ray.io CRDs.
@@ -587,15 +608,16 @@ fn namespaced_role(options: &InstallOptions) -> Option<Value> {
         rules.push(rule(
             &[""],
             &["secrets"],
-            &["get", "list", "watch", "create", "update", "patch"],
+            &["get", "list", "watch", "create", "patch"],
         ));
     }
     if options.reconciler {
         // Leader election of the reconciler.
+        // kube-lease-manager reads, creates and patches the Lease; it does not watch it.
         rules.push(rule(
             &["coordination.k8s.io"],
             &["leases"],
-            &["get", "list", "watch", "create", "update", "patch"],
+            &["get", "create", "patch"],
         ));
     }
     (!rules.is_empty()).then(|| {

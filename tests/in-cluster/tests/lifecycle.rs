@@ -285,14 +285,30 @@ fn ray_resource(kind: &str) -> ApiResource {
     ApiResource::from_gvk(&GroupVersionKind::gvk("ray.io", "v1", kind))
 }
 
-/// Grants raygate needs in clusters other than the test environment, so that the audit of this
-/// suite cannot show them used: the `OwnerReferencesPermissionEnforcement` admission plugin
-/// (OpenShift turns it on; the environment does not) lets only a user who may update an
-/// owner's `finalizers` set `blockOwnerDeletion` on its dependents, which raygate's RayClusters,
-/// Pods, Services, Jobs and PodGroups carry.
-const NOT_USED_HERE: [(&str, &str, &str); 2] = [
+/// Grants raygate uses on paths this suite does not take, so that its audit cannot show them
+/// used; each names the path.
+const NOT_USED_HERE: [(&str, &str, &str); 10] = [
+    // The `OwnerReferencesPermissionEnforcement` admission plugin (OpenShift turns it on; the
+    // environment does not) lets only a user who may update an owner's `finalizers` set
+    // `blockOwnerDeletion` on its dependents, which raygate's objects carry.
     ("ray.io", "rayjobs/finalizers", "update"),
     ("ray.io", "rayclusters/finalizers", "update"),
+    // A RayJob's deletion strategy deleting the RayJob itself, or only its workers
+    // (`reconciler/src/rayjob.rs`, `Action::DeleteRayJob`, `Action::SuspendWorkerGroups`).
+    ("ray.io", "rayjobs", "delete"),
+    ("ray.io", "rayclusters", "patch"),
+    // A retry repointing the RayJob's head Service at the new cluster (`Action::PatchService`).
+    ("", "services", "patch"),
+    // A failed or surplus Ray Pod replaced (`reconciler/src/ray_cluster.rs`, `DeletePod`).
+    ("", "pods", "delete"),
+    // A QueuePolicy's status: this suite creates none (tests/tests/queue_policy.rs does, with
+    // raygate as a host process).
+    ("raygate.io", "queuepolicies/status", "patch"),
+    // The certificate Secret and the Lease when missing: the installation creates both empty.
+    ("", "secrets", "create"),
+    ("coordination.k8s.io", "leases", "create"),
+    // The webhook's Namespace lookup when its cache misses (`webhook/src/cache.rs`, `fallback`).
+    ("", "namespaces", "get"),
 ];
 
 fn grant_ref(grant: &(String, String, String)) -> (&str, &str, &str) {
