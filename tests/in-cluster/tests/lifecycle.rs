@@ -287,7 +287,7 @@ fn ray_resource(kind: &str) -> ApiResource {
 
 /// Grants raygate uses on paths this suite does not take, so that its audit cannot show them
 /// used; each names the path.
-const NOT_USED_HERE: [(&str, &str, &str); 10] = [
+const NOT_USED_HERE: [(&str, &str, &str); 12] = [
     // The `OwnerReferencesPermissionEnforcement` admission plugin (OpenShift turns it on; the
     // environment does not) lets only a user who may update an owner's `finalizers` set
     // `blockOwnerDeletion` on its dependents, which raygate's objects carry.
@@ -297,6 +297,11 @@ const NOT_USED_HERE: [(&str, &str, &str); 10] = [
     // (`reconciler/src/rayjob.rs`, `Action::DeleteRayJob`, `Action::SuspendWorkerGroups`).
     ("ray.io", "rayjobs", "delete"),
     ("ray.io", "rayclusters", "patch"),
+    // A finished RayJob's cluster shut down (`shutdownAfterJobFinishes`, its TTL), or a
+    // retry's old cluster and submitter Job removed (`Action::DeleteRayCluster`,
+    // `Action::DeleteSubmitterJob`): this suite's RayJobs keep their clusters.
+    ("ray.io", "rayclusters", "delete"),
+    ("batch", "jobs", "delete"),
     // A retry repointing the RayJob's head Service at the new cluster (`Action::PatchService`).
     ("", "services", "patch"),
     // A failed or surplus Ray Pod replaced (`reconciler/src/ray_cluster.rs`, `DeletePod`).
