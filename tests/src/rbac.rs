@@ -73,27 +73,52 @@ pub fn documented(readme: &str) -> BTreeSet<Grant> {
             "core" => String::new(),
             group => group.to_owned(),
         };
-        let names = cell_items(cells[3]);
-        let names: Vec<Option<String>> = if names.is_empty() {
+        let rule = Rule {
+            namespaced,
+            groups: vec![group],
+            resources: cell_items(cells[2]),
+            names: cell_items(cells[3]),
+            verbs: cell_items(cells[4]),
+        };
+        rule.expand_into(&mut grants);
+    }
+    grants
+}
+
+/// One RBAC rule, as a Role's or a README row's.
+struct Rule {
+    namespaced: bool,
+    groups: Vec<String>,
+    resources: Vec<String>,
+    /// Empty: every object.
+    names: Vec<String>,
+    verbs: Vec<String>,
+}
+
+impl Rule {
+    /// Adds one [`Grant`] per group, resource, name and verb.
+    fn expand_into(self, grants: &mut BTreeSet<Grant>) {
+        let names: Vec<Option<String>> = if self.names.is_empty() {
             vec![None]
         } else {
-            names.into_iter().map(Some).collect()
+            self.names.into_iter().map(Some).collect()
         };
-        for resource in cell_items(cells[2]) {
-            for name in &names {
-                for verb in cell_items(cells[4]) {
-                    grants.insert(Grant {
-                        namespaced,
-                        group: group.clone(),
-                        resource: resource.clone(),
-                        name: name.clone(),
-                        verb,
-                    });
+        for group in &self.groups {
+            for resource in &self.resources {
+                for name in &names {
+                    for verb in &self.verbs {
+                        grants.insert(Grant {
+                            namespaced: self.namespaced,
+                            group: group.clone(),
+                            resource: resource.clone(),
+                            name: name.clone(),
+                            verb: verb.clone(),
+                        });
+                    }
                 }
             }
         }
     }
-    grants
 }
 
 /// The grants of a rendering's ClusterRoles and Roles.
@@ -114,27 +139,14 @@ pub fn rendered(objects: &[Value]) -> BTreeSet<Grant> {
             _ => continue,
         };
         for rule in object["rules"].as_array().into_iter().flatten() {
-            let names = strings(&rule["resourceNames"]);
-            let names: Vec<Option<String>> = if names.is_empty() {
-                vec![None]
-            } else {
-                names.into_iter().map(Some).collect()
-            };
-            for group in strings(&rule["apiGroups"]) {
-                for resource in strings(&rule["resources"]) {
-                    for name in &names {
-                        for verb in strings(&rule["verbs"]) {
-                            grants.insert(Grant {
-                                namespaced,
-                                group: group.clone(),
-                                resource: resource.clone(),
-                                name: name.clone(),
-                                verb,
-                            });
-                        }
-                    }
-                }
+            Rule {
+                namespaced,
+                groups: strings(&rule["apiGroups"]),
+                resources: strings(&rule["resources"]),
+                names: strings(&rule["resourceNames"]),
+                verbs: strings(&rule["verbs"]),
             }
+            .expand_into(&mut grants);
         }
     }
     grants
