@@ -31,6 +31,7 @@ pub mod kubectl;
 pub mod kuberay;
 pub mod namespace;
 pub mod nodes;
+pub mod pem;
 pub mod ray;
 pub mod raygate;
 pub mod rbac;

@@ -22,6 +22,7 @@ use raygate_certs::rotation::RotationPolicy;
 use raygate_certs::secret::ROTATE_CA;
 use raygate_certs::{CertResolver, CertTask, SelfManaged, SelfManagedConfig, request_rotation};
 use raygate_e2e::cleanup::delete_on_drop;
+use raygate_e2e::pem::certificates;
 use raygate_e2e::{Env, TestNamespace};
 use rustls::pki_types::CertificateDer;
 use serde_json::json;
@@ -197,23 +198,10 @@ async fn secret_entry(ns: &TestNamespace, key: &str) -> anyhow::Result<Option<Ve
         .and_then(|data| data.get(key).map(|b| b.0.clone())))
 }
 
-/// The DER certificates of a PEM bundle.
-fn cas(bundle: &[u8]) -> Vec<CertificateDer<'static>> {
-    String::from_utf8_lossy(bundle)
-        .split_inclusive("-----END CERTIFICATE-----")
-        .filter(|block| block.contains("BEGIN CERTIFICATE"))
-        .map(|pem| {
-            parse_certificate("bundle", pem)
-                .expect("a CA in the bundle")
-                .der
-        })
-        .collect()
-}
-
 /// Whether `leaf` verifies, for the Service name and for 127.0.0.1, under some CA of `bundle`.
 fn trusted(leaf: &CertificateDer<'static>, bundle: &[u8], namespace: &str) -> bool {
     let now = OffsetDateTime::now_utc();
-    cas(bundle).iter().any(|ca| {
+    certificates(bundle).iter().any(|ca| {
         pki::verifies_under(leaf, ca, &format!("{SERVICE}.{namespace}.svc"), now)
             && pki::verifies_under(leaf, ca, "127.0.0.1", now)
     })
@@ -262,7 +250,11 @@ async fn self_managed_mode_creates_the_secret_and_injects_and_reinjects_the_ca_b
     let replica = Replica::start(&env, config(&ns, &targets, fast_policy())).await;
 
     let bundle = settled(&ns, &targets, &[&replica]).await;
-    assert_eq!(cas(&bundle).len(), 1, "one CA after the first start");
+    assert_eq!(
+        certificates(&bundle).len(),
+        1,
+        "one CA after the first start"
+    );
     let served = replica.served().expect("a served certificate");
     assert!(trusted(&served, &bundle, ns.name()));
     let sans = pki::facts_from_der(served.clone()).unwrap().sans;
@@ -328,7 +320,7 @@ async fn replicas_started_together_agree_on_one_ca() {
         Replica::start(&env, config.clone()),
     );
     let bundle = settled(&ns, &targets, &[&a, &b, &c]).await;
-    assert_eq!(cas(&bundle).len(), 1);
+    assert_eq!(certificates(&bundle).len(), 1);
     let created: u64 = [&a, &b, &c]
         .iter()
         .map(|r| r.resolver.metrics().steps_written("create_ca"))
@@ -379,7 +371,7 @@ async fn a_forced_rotation_keeps_every_served_certificate_trusted() {
         Replica::start(&env, config.clone()),
     );
     let old_bundle = settled(&ns, &targets, &[&a, &b]).await;
-    let old_ca = cas(&old_bundle).remove(0);
+    let old_ca = certificates(&old_bundle).remove(0);
 
     request_rotation(ns.client(), ns.name(), SECRET)
         .await
@@ -392,7 +384,7 @@ async fn a_forced_rotation_keeps_every_served_certificate_trusted() {
     let deadline = tokio::time::Instant::now() + SETTLE;
     loop {
         let bundle = targets.mutating_bundle(&client).await.unwrap();
-        let bundle_cas = cas(&bundle);
+        let bundle_cas = certificates(&bundle);
         let now = OffsetDateTime::now_utc();
         let name = format!("{SERVICE}.{}.svc", ns.name());
         let served_under: Vec<Option<usize>> = [&a, &b]
@@ -440,8 +432,8 @@ async fn a_forced_rotation_keeps_every_served_certificate_trusted() {
     );
 
     let new_bundle = settled(&ns, &targets, &[&a, &b]).await;
-    assert_eq!(cas(&new_bundle).len(), 1);
-    assert_ne!(cas(&new_bundle)[0], old_ca);
+    assert_eq!(certificates(&new_bundle).len(), 1);
+    assert_ne!(certificates(&new_bundle)[0], old_ca);
     let secret = ns.api::<Secret>().get(SECRET).await.unwrap();
     assert!(!secret.annotations().contains_key(ROTATE_CA));
     for step in ["stage_next_ca", "promote_next_ca", "drop_previous_ca"] {
@@ -493,7 +485,7 @@ fn served_ok(metrics: &str, path: &str) -> u64 {
 /// The certificate a TLS server on `port` presents to a client trusting `bundle`.
 async fn presented_leaf(port: u16, bundle: &[u8]) -> anyhow::Result<CertificateDer<'static>> {
     let mut roots = rustls::RootCertStore::empty();
-    for ca in cas(bundle) {
+    for ca in certificates(bundle) {
         roots.add(ca)?;
     }
     let config = rustls::ClientConfig::builder_with_provider(raygate_certs::ring_provider())
@@ -652,7 +644,7 @@ async fn a_ca_rotation_under_admission_load_fails_no_admission() {
     request_rotation(client.clone(), ns.name(), SECRET)
         .await
         .unwrap();
-    let old_ca = cas(&old_bundle).remove(0);
+    let old_ca = certificates(&old_bundle).remove(0);
     let new_bundle = ns
         .wait_for(
             "the forced rotation to finish under load",
@@ -664,7 +656,7 @@ async fn a_ca_rotation_under_admission_load_fails_no_admission() {
                     .clone()
                     .map(|b| b.0)
                     .unwrap_or_default();
-                let bundle_cas = cas(&bundle);
+                let bundle_cas = certificates(&bundle);
                 Ok((bundle_cas.len() == 1 && bundle_cas[0] != old_ca).then_some(bundle))
             },
         )

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
-use raygate_certs::pki::{parse_certificate, verifies_under};
+use raygate_certs::pki::verifies_under;
 use raygate_e2e::TestNamespace;
+use raygate_e2e::pem::certificates;
 use raygate_in_cluster_e2e::{
     AdmissionLoad, in_cluster_env, injection_targets, namespace, raygate_pods,
 };
@@ -32,15 +33,6 @@ async fn secret_entry(client: &Client, namespace: &str, key: &str) -> Option<Vec
         .expect("the self-managed Secret")
         .data
         .and_then(|data| data.get(key).map(|bytes| bytes.0.clone()))
-}
-
-/// The DER certificates of a PEM bundle.
-fn certificates(bundle: &[u8]) -> Vec<CertificateDer<'static>> {
-    String::from_utf8_lossy(bundle)
-        .split_inclusive("-----END CERTIFICATE-----")
-        .filter(|block| block.contains("BEGIN CERTIFICATE"))
-        .map(|pem| parse_certificate("bundle", pem).expect("a certificate").der)
-        .collect()
 }
 
 /// Every caBundle raygate injects: 5 webhooks and the 2 CRDs' conversion.
