@@ -11,10 +11,10 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{ListParams, PostParams};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use kube::{Api, Client};
 use raygate_e2e::{Env, TestNamespace};
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// The environment, which must have raygate installed in-cluster.
 ///
@@ -192,4 +192,30 @@ pub async fn injection_targets(client: &Client) -> Vec<InjectionTarget> {
         });
     }
     targets
+}
+
+/// The `ray.io` `kind` (RayJob, RayCluster) at `version` in `ns`.
+pub fn ray_api(ns: &TestNamespace, version: &str, kind: &str) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("ray.io", version, kind),
+        &format!("{}s", kind.to_lowercase()),
+    );
+    Api::namespaced_with(ns.client(), ns.name(), &resource)
+}
+
+/// Waits up to `within` for RayJob `name` in `ns` to end (`Complete` or `Failed`); its status.
+///
+/// # Panics
+/// When it has not ended by then.
+pub async fn rayjob_ended(ns: &TestNamespace, name: &str, within: Duration) -> Value {
+    let rayjobs = ray_api(ns, "v1", "RayJob");
+    ns.wait_for(&format!("RayJob {name} to end"), within, || async {
+        let status = rayjobs.get(name).await?.data["status"].clone();
+        Ok(matches!(
+            status["jobDeploymentStatus"].as_str(),
+            Some("Complete" | "Failed")
+        )
+        .then_some(status))
+    })
+    .await
 }

@@ -10,10 +10,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{DynamicObject, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use raygate_e2e::TestNamespace;
 use raygate_in_cluster_e2e::{
-    in_cluster_env, injection_targets, is_ready, namespace, raygate_pods,
+    in_cluster_env, injection_targets, is_ready, namespace, ray_api, raygate_pods, rayjob_ended,
 };
 use serde_json::json;
 
@@ -124,14 +123,7 @@ async fn a_ray_pod_in_an_opted_in_namespace_is_onboarded_by_the_installation() {
         &[OPT_IN[0], ("raygate.io/reconciler", "kuberay")],
     )
     .await;
-    let clusters: Api<DynamicObject> = Api::namespaced_with(
-        ns.client(),
-        ns.name(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("ray.io", "v1", "RayCluster"),
-            "rayclusters",
-        ),
-    );
+    let clusters = ray_api(&ns, "v1", "RayCluster");
     let cluster: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "ray.io/v1", "kind": "RayCluster",
         "metadata": {"name": "demo"},
@@ -198,11 +190,7 @@ async fn a_ray_pod_in_an_opted_in_namespace_is_onboarded_by_the_installation() {
 async fn a_v1alpha1_raycluster_converts_through_the_service() {
     let env = in_cluster_env();
     let ns = TestNamespace::new(&env, "incluster-convert").await;
-    let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("ray.io", "v1alpha1", "RayCluster"),
-        "rayclusters",
-    );
-    let api: Api<DynamicObject> = Api::namespaced_with(ns.client(), ns.name(), &resource);
+    let api = ray_api(&ns, "v1alpha1", "RayCluster");
     let object: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "ray.io/v1alpha1", "kind": "RayCluster",
         "metadata": {"name": "old"},
@@ -237,22 +225,7 @@ async fn a_rayjob_runs_to_completion_on_the_real_nodes_under_the_installed_recon
         "/../../manifests/examples/rayjob.yaml"
     );
     raygate_e2e::kubectl::stdout(&["apply", "-n", ns.name(), "-f", example]).await;
-    let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("ray.io", "v1", "RayJob"),
-        "rayjobs",
-    );
-    let api: Api<DynamicObject> = Api::namespaced_with(ns.client(), ns.name(), &resource);
-    let status = ns
-        .wait_for("RayJob rayjob-sample to finish", SETTLE * 3, || async {
-            let job = api.get("rayjob-sample").await?;
-            let status = job.data["status"].clone();
-            Ok(matches!(
-                status["jobDeploymentStatus"].as_str(),
-                Some("Complete" | "Failed")
-            )
-            .then_some(status))
-        })
-        .await;
+    let status = rayjob_ended(&ns, "rayjob-sample", SETTLE * 3).await;
     assert_eq!(status["jobDeploymentStatus"], "Complete", "{status}");
     assert_eq!(status["jobStatus"], "SUCCEEDED", "{status}");
 }

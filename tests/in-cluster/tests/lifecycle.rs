@@ -20,15 +20,14 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
-use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
-};
+use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams};
 use raygate_api::manifests::{InstallOptions, render};
 use raygate_e2e::ray::Dashboard;
 use raygate_e2e::rbac::{self, Grant, Listed};
 use raygate_e2e::{Env, TestNamespace};
 use raygate_in_cluster_e2e::{
-    AdmissionLoad, in_cluster_env, is_ready, namespace, raygate_logs, raygate_pods,
+    AdmissionLoad, in_cluster_env, is_ready, namespace, ray_api, raygate_logs, raygate_pods,
+    rayjob_ended,
 };
 use serde_json::json;
 
@@ -280,11 +279,6 @@ fn steady_rayjob() -> DynamicObject {
     .expect("a RayJob")
 }
 
-/// `ray.io/v1` `kind`.
-fn ray_resource(kind: &str) -> ApiResource {
-    ApiResource::from_gvk(&GroupVersionKind::gvk("ray.io", "v1", kind))
-}
-
 /// Grants raygate uses on paths this suite does not take, so that its audit cannot show them
 /// used; each names the path.
 const NOT_USED_HERE: [(&str, &str, &str); 12] = [
@@ -402,8 +396,7 @@ async fn upgrade_rollback_and_uninstall_under_load_fail_no_admission_and_leave_n
     let ns = TestNamespace::on_real_nodes(&env, "incluster-upgrade", &OPT_IN).await;
     // A RayJob whose Ray job runs through the upgrade and the rollback, each of which moves the
     // reconciler's Lease to a new replica.
-    let rayjobs =
-        Api::<DynamicObject>::namespaced_with(ns.client(), ns.name(), &ray_resource("RayJob"));
+    let rayjobs = ray_api(&ns, "v1", "RayJob");
     rayjobs
         .create(&PostParams::default(), &steady_rayjob())
         .await
@@ -456,16 +449,7 @@ async fn upgrade_rollback_and_uninstall_under_load_fail_no_admission_and_leave_n
         status["jobStatus"], "RUNNING",
         "the Ray job ended before the rollback did, so it proves nothing of both: {status}"
     );
-    let done = ns
-        .wait_for("the RayJob to end", Duration::from_secs(300), || async {
-            let status = rayjobs.get(STEADY).await?.data["status"].clone();
-            Ok(matches!(
-                status["jobDeploymentStatus"].as_str(),
-                Some("Complete" | "Failed")
-            )
-            .then_some(status))
-        })
-        .await;
+    let done = rayjob_ended(&ns, STEADY, Duration::from_secs(300)).await;
     // No progress lost: the same cluster and submission, no failed attempt, one cluster and one
     // Ray job in it.
     assert_eq!(done["jobDeploymentStatus"], "Complete", "{done}");
@@ -480,11 +464,10 @@ async fn upgrade_rollback_and_uninstall_under_load_fail_no_admission_and_leave_n
         done["failed"].as_i64().unwrap_or(0) == 0,
         "a failed attempt: {done}"
     );
-    let clusters =
-        Api::<DynamicObject>::namespaced_with(ns.client(), ns.name(), &ray_resource("RayCluster"))
-            .list(&ListParams::default())
-            .await
-            .expect("listing RayClusters");
+    let clusters = ray_api(&ns, "v1", "RayCluster")
+        .list(&ListParams::default())
+        .await
+        .expect("listing RayClusters");
     assert_eq!(clusters.items.len(), 1, "one RayCluster");
     let dashboard = Dashboard::new(&format!(
         "http://{}",
