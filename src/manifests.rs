@@ -96,6 +96,10 @@ pub struct InstallArgs {
     /// `raygate.io/reconciler` label.
     #[arg(long, value_enum, default_value_t = crate::Reconciler::Raygate, value_name = "RECONCILER")]
     reconciler: crate::Reconciler,
+    /// Label selector on Namespaces (e.g. `team=ml,!legacy`): the reconciler leaves the Ray
+    /// objects of namespaces it does not select alone; empty runs them everywhere.
+    #[arg(long, default_value = "", value_name = "SELECTOR")]
+    namespace_selector: String,
     /// KubeRay feature gates, e.g. `RayJobDeletionPolicy=true`.
     #[arg(long, default_value = "", value_name = "GATES")]
     feature_gates: String,
@@ -216,6 +220,7 @@ impl InstallArgs {
                 crate::Reconciler::Kuberay => "kuberay",
             }
             .to_owned(),
+            namespace_selector: self.namespace_selector,
             feature_gates: self.feature_gates,
             resources: Resources {
                 requests: pairs("requests", &self.requests)?,

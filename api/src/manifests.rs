@@ -55,6 +55,9 @@ pub struct InstallOptions {
     /// `--reconciler`: the controller of RayJobs and RayClusters in namespaces without the
     /// `raygate.io/reconciler` label (`raygate` or `kuberay`).
     pub default_reconciler: String,
+    /// `--namespace-selector`: a label selector on Namespaces (e.g. `team=ml,!legacy`); the
+    /// reconciler leaves the Ray objects of namespaces it does not select alone. Empty: all.
+    pub namespace_selector: String,
     /// `--feature-gates` (KubeRay's, e.g. `RayJobDeletionPolicy=true`); empty for the defaults.
     pub feature_gates: String,
     /// The container's resource requests and limits (`cpu`, `memory`, ...).
@@ -157,6 +160,7 @@ impl Default for InstallOptions {
             webhook: true,
             reconciler: true,
             default_reconciler: "raygate".to_owned(),
+            namespace_selector: String::new(),
             feature_gates: String::new(),
             resources: Resources::default(),
             log_format: "text".to_owned(),
@@ -182,6 +186,9 @@ impl InstallOptions {
             format!("--namespace-label={}", self.opt_in_label),
             format!("--log-format={}", self.log_format),
         ];
+        if self.reconciler && !self.namespace_selector.is_empty() {
+            args.push(format!("--namespace-selector={}", self.namespace_selector));
+        }
         if !self.feature_gates.is_empty() {
             args.push(format!("--feature-gates={}", self.feature_gates));
         }

@@ -636,6 +636,7 @@ fn settings_reach_the_selectors_the_policies_and_the_container() {
         opt_in_label: "team.example.com/gang=on".parse().expect("a label"),
         failure_policy: FailurePolicy::Ignore,
         default_reconciler: "kuberay".to_owned(),
+        namespace_selector: "team=ml,!legacy".to_owned(),
         feature_gates: "RayJobDeletionPolicy=true".to_owned(),
         log_format: "json".to_owned(),
         ..custom()
@@ -671,6 +672,7 @@ fn settings_reach_the_selectors_the_policies_and_the_container() {
         .collect();
     for expected in [
         "--reconciler=kuberay",
+        "--namespace-selector=team=ml,!legacy",
         "--namespace-label=team.example.com/gang=on",
         "--feature-gates=RayJobDeletionPolicy=true",
         "--log-format=json",
