@@ -159,3 +159,27 @@ impl Reconciler {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 }
+
+/// The log of the environment's own reconciler so far, wherever it runs: the host process's
+/// log file (`RAYGATE_ENV_INSTALL=process`), or the logs of every raygate Pod of the in-cluster
+/// installation (one of them leads). Empty when there is none yet.
+pub async fn environment_log(env: &Env) -> String {
+    match env.var("RAYGATE_ENV_INSTALL") {
+        "process" => std::fs::read_to_string(
+            std::path::Path::new(env.var("RAYGATE_LOGS")).join("raygate-reconciler.log"),
+        )
+        .unwrap_or_default(),
+        _ => {
+            let output = crate::kubectl::run(&[
+                "logs",
+                "--namespace",
+                env.var("RAYGATE_IN_CLUSTER_NAMESPACE"),
+                "--selector",
+                "app.kubernetes.io/name=raygate",
+                "--tail=-1",
+            ])
+            .await;
+            String::from_utf8_lossy(&output.stdout).into_owned()
+        }
+    }
+}

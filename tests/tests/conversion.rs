@@ -2,7 +2,8 @@
 //! by side without losing a field.
 //!
 //! `control-plane up` points the `ray.io` CRDs' conversion webhook at the raygate webhook server
-//! it starts (`https://127.0.0.1:9443/convert`).
+//! it starts (`https://127.0.0.1:9443/convert`); with raygate installed in-cluster, the CRDs of
+//! the installation name its Service (`tests/run` runs this suite both ways).
 
 use std::process::Stdio;
 
@@ -12,6 +13,11 @@ use raygate_api::keys;
 use raygate_e2e::{Env, TestNamespace};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
+
+/// The objects with KubeRay-only features (the in-tree autoscaler, GCS fault tolerance) live
+/// where KubeRay runs Ray objects, so that they are admitted whichever controller the
+/// installation runs by default (docs/reconciler.md, "Coexisting with KubeRay").
+const KUBERAY_RUNS_THEM: (&str, &str) = raygate_e2e::kuberay::RECONCILER_LABEL;
 
 fn api(ns: &TestNamespace, version: &str, kind: &str) -> Api<DynamicObject> {
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("ray.io", version, kind));
@@ -270,7 +276,7 @@ fn v1_rayjob_with_v1_only_fields() -> Value {
 #[tokio::test]
 async fn a_v1_rayjob_written_back_through_v1alpha1_keeps_every_field() {
     let env = Env::load();
-    let ns = TestNamespace::new(&env, "conv-replace").await;
+    let ns = TestNamespace::with_labels(&env, "conv-replace", &[KUBERAY_RUNS_THEM]).await;
     create(&ns, v1_rayjob_with_v1_only_fields()).await;
     let before = get(&ns, "v1", "RayJob", "modern").await;
     for path in [
@@ -365,7 +371,7 @@ async fn a_v1_rayjob_written_back_through_v1alpha1_keeps_every_field() {
 #[tokio::test]
 async fn a_raycluster_keeps_its_v1_only_fields_through_v1alpha1() {
     let env = Env::load();
-    let ns = TestNamespace::new(&env, "conv-cluster").await;
+    let ns = TestNamespace::with_labels(&env, "conv-cluster", &[KUBERAY_RUNS_THEM]).await;
     let mut cluster = v1_rayjob_with_v1_only_fields()["spec"]["rayClusterSpec"].clone();
     cluster["upgradeStrategy"] = json!({"type": "Recreate"});
     cluster["gcsFaultToleranceOptions"] = json!({"redisAddress": "redis:6379"});

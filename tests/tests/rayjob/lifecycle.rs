@@ -373,7 +373,6 @@ async fn deleting_a_running_rayjob_stops_its_ray_job() {
     // removes itself once Ray has acknowledged the stop, as KubeRay's does, so on a loaded
     // machine the cluster can be gone before a poll sees STOPPED: Ray's acknowledgement in the
     // environment's reconciler log (`stopped=true`) is then the evidence.
-    let log = std::path::Path::new(env.var("RAYGATE_LOGS")).join("raygate-reconciler.log");
     let acknowledged = |log: &str| {
         log.lines().any(|line| {
             line.contains("Ray job stop requested")
@@ -384,7 +383,9 @@ async fn deleting_a_running_rayjob_stops_its_ray_job() {
     ns.wait_for("Ray to report STOPPED", RUN, || async {
         match dashboard.job(&submission).await {
             Ok(ray) if ray["status"] == "STOPPED" => Ok(Some(())),
-            _ if acknowledged(&std::fs::read_to_string(&log).unwrap_or_default()) => Ok(Some(())),
+            _ if acknowledged(&raygate_e2e::reconciler::environment_log(&env).await) => {
+                Ok(Some(()))
+            }
             Ok(_) => Ok(None),
             Err(error) => Err(error),
         }

@@ -1,8 +1,9 @@
 //! The RayJob controller end to end: real API server and Volcano. The lifecycle, mode and
 //! `raygate follow` tests run on the real kubelet nodes: each RayJob gets a Ray cluster of its
 //! own made of raygate's Pods, its submitter Pod runs `ray job submit` against the head
-//! Service's cluster DNS name, and the environment's `raygate reconcile` reaches the dashboard
-//! the same way. The gang tests need exact capacities, so they run on kwok nodes of their own
+//! Service's cluster DNS name, and the environment's reconciler (a host process, or the
+//! in-cluster installation's; `tests/run` runs this suite both ways) reaches the dashboard the
+//! same way. The gang tests need exact capacities, so they run on kwok nodes of their own
 //! with the shared Ray head and a reconciler of their own pointed at it; so does the crash test.
 
 mod crash;
