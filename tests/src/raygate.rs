@@ -1,4 +1,4 @@
-//! Running raygate's own binary from the tests.
+//! Running raygate's own binary from the tests, and reading the in-cluster installation's logs.
 //!
 //! `env!("CARGO_BIN_EXE_raygate")` exists only in the raygate package's own tests, so the binary
 //! is found next to this executable: `<target>/<profile>/deps/<test>` (a test) or
@@ -45,4 +45,22 @@ pub async fn run(args: &[&str]) -> Output {
         .output()
         .await
         .unwrap_or_else(|e| panic!("running {} {args:?}: {e}", raygate.display()))
+}
+
+/// Label selector of the in-cluster installation's Pods (the Deployment's selector).
+pub const INSTALLATION_SELECTOR: &str = "app.kubernetes.io/name=raygate";
+
+/// The logs of the running containers of every raygate Pod of the in-cluster installation
+/// (`RAYGATE_IN_CLUSTER_NAMESPACE`), webhook and reconciler alike; empty when there is none.
+pub async fn installation_logs(env: &crate::Env) -> String {
+    let output = crate::kubectl::run(&[
+        "logs",
+        "--namespace",
+        env.var("RAYGATE_IN_CLUSTER_NAMESPACE"),
+        "--selector",
+        INSTALLATION_SELECTOR,
+        "--tail=-1",
+    ])
+    .await;
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }

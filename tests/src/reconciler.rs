@@ -169,17 +169,6 @@ pub async fn environment_log(env: &Env) -> String {
             std::path::Path::new(env.var("RAYGATE_LOGS")).join("raygate-reconciler.log"),
         )
         .unwrap_or_default(),
-        _ => {
-            let output = crate::kubectl::run(&[
-                "logs",
-                "--namespace",
-                env.var("RAYGATE_IN_CLUSTER_NAMESPACE"),
-                "--selector",
-                "app.kubernetes.io/name=raygate",
-                "--tail=-1",
-            ])
-            .await;
-            String::from_utf8_lossy(&output.stdout).into_owned()
-        }
+        _ => crate::raygate::installation_logs(env).await,
     }
 }

@@ -41,7 +41,7 @@ pub fn namespace(env: &Env) -> String {
 pub async fn raygate_pods(env: &Env) -> Vec<Pod> {
     let client = env.client().await;
     let pods: Api<Pod> = Api::namespaced(client, &namespace(env));
-    pods.list(&ListParams::default().labels("app.kubernetes.io/name=raygate"))
+    pods.list(&ListParams::default().labels(raygate_e2e::raygate::INSTALLATION_SELECTOR))
         .await
         .expect("list raygate's Pods")
         .items
@@ -53,17 +53,6 @@ pub fn is_ready(pod: &Pod) -> bool {
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-/// The logs of every container of raygate's Pods (current and previous runs).
-pub async fn raygate_logs(env: &Env) -> String {
-    let mut logs = String::new();
-    for pod in raygate_pods(env).await {
-        let name = pod.metadata.name.unwrap_or_default();
-        let output = raygate_e2e::kubectl::run(&["-n", &namespace(env), "logs", &name]).await;
-        logs.push_str(&String::from_utf8_lossy(&output.stdout));
-    }
-    logs
 }
 
 /// Admission load: dry-run creates of a Ray Pod in an opted-in namespace, one after another,

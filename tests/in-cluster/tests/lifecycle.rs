@@ -26,8 +26,7 @@ use raygate_e2e::ray::Dashboard;
 use raygate_e2e::rbac::{self, Grant, Listed};
 use raygate_e2e::{Env, TestNamespace};
 use raygate_in_cluster_e2e::{
-    AdmissionLoad, in_cluster_env, is_ready, namespace, ray_api, raygate_logs, raygate_pods,
-    rayjob_ended,
+    AdmissionLoad, in_cluster_env, is_ready, namespace, ray_api, raygate_pods, rayjob_ended,
 };
 use serde_json::json;
 
@@ -387,7 +386,7 @@ async fn upgrade_rollback_and_uninstall_under_load_fail_no_admission_and_leave_n
     );
     // An RBAC refusal names the account ("User \"system:serviceaccount:…\" cannot …"); a 403
     // for a namespace being deleted (a test's own clean-up) is no missing grant.
-    let logs = raygate_logs(&env).await;
+    let logs = raygate_e2e::raygate::installation_logs(&env).await;
     let refusal = format!("User \\\"{account}\\\" cannot");
     let unescaped = format!("User \"{account}\" cannot");
     for line in logs.lines() {

@@ -18,9 +18,10 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use kube::api::{DynamicObject, ListParams, PostParams};
 use kube::{Api, Client};
 use raygate_api::manifests::LEASE_NAME;
+use raygate_api::volcano::PodGroup;
 use raygate_e2e::TestNamespace;
 use raygate_in_cluster_e2e::{
     AdmissionLoad, in_cluster_env, is_ready, namespace, ray_api, raygate_pods,
@@ -199,15 +200,7 @@ async fn losing_the_leaders_node_hands_over_within_the_lease_and_admissions_go_o
         )
         .await;
     let handed_over = cut.elapsed();
-    let podgroups: Api<DynamicObject> = Api::namespaced_with(
-        ns.client(),
-        ns.name(),
-        &ApiResource::from_gvk(&GroupVersionKind::gvk(
-            "scheduling.volcano.sh",
-            "v1beta1",
-            "PodGroup",
-        )),
-    );
+    let podgroups: Api<PodGroup> = ns.api();
     let ray_pods: Api<Pod> = ns.api();
     ns.wait_for(
         "the new leader to reconcile the RayCluster (its PodGroup and head Pod)",
