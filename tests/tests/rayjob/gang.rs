@@ -93,14 +93,14 @@ async fn the_submitter_is_outside_the_gang_so_a_cluster_that_fills_its_node_stil
     let ns = TestNamespace::with_labels(&env, "rayjob-gang-fit", &OPT_IN).await;
     let _reconciler = Reconciler::start(&env, &ns, None).await;
     let pool = ns.name().to_string();
-    // Room for head (1, 2Gi) + 2 workers (500m, 1Gi each) + the submitter (500m, 200Mi) =
-    // 2500m / 4296Mi, and not for one more Ray pod: 104Mi and no CPU are left after them.
+    // Room for head (500m, 2Gi) + 2 workers (250m, 1Gi each) + the submitter (500m, 200Mi) =
+    // 1500m / 4296Mi, and not for one more Ray pod: 104Mi and no CPU are left after them.
     let node = FakeNode::create(
         &env,
         &ns,
         &pool,
         0,
-        &[("cpu", "2500m"), ("memory", "4400Mi"), ("pods", "110")],
+        &[("cpu", "1500m"), ("memory", "4400Mi"), ("pods", "110")],
     )
     .await;
     create(
@@ -127,7 +127,7 @@ async fn the_submitter_is_outside_the_gang_so_a_cluster_that_fills_its_node_stil
             min_resources["cpu"].0.as_str(),
             min_resources["memory"].0.as_str()
         ),
-        ("2500m", "4296Mi"),
+        ("1500m", "4296Mi"),
         "minResources holds the submitter too: exactly the node"
     );
 
@@ -161,10 +161,16 @@ async fn a_gang_larger_than_its_nodes_binds_nothing_says_why_and_runs_once_capac
     let ns = TestNamespace::with_labels(&env, "rayjob-gang-wait", &OPT_IN).await;
     let _reconciler = Reconciler::start(&env, &ns, None).await;
     let pool = ns.name().to_string();
-    // 1600m: the head (1) and one worker (500m) would fit, the second worker would not; the gang
-    // is head + 2 workers.
-    let capacity = [("cpu", "1600m"), ("memory", "16Gi"), ("pods", "110")];
-    let first = FakeNode::create(&env, &ns, &pool, 0, &capacity).await;
+    // 900m: the head (500m) and one worker (250m) would fit, the second worker would not; the
+    // gang is head + 2 workers.
+    let first = FakeNode::create(
+        &env,
+        &ns,
+        &pool,
+        0,
+        &[("cpu", "900m"), ("memory", "16Gi"), ("pods", "110")],
+    )
+    .await;
     create(
         &ns,
         &pinned(
@@ -244,8 +250,16 @@ async fn a_gang_larger_than_its_nodes_binds_nothing_says_why_and_runs_once_capac
         "still waiting"
     );
 
-    // More capacity in the pool: the whole gang is bound at once and the job runs.
-    let second = FakeNode::create(&env, &ns, &pool, 1, &capacity).await;
+    // More capacity in the pool: the whole gang is bound at once and the job runs. 1000m leaves
+    // room for the submitter (500m) on one of the two nodes wherever the gang lands.
+    let second = FakeNode::create(
+        &env,
+        &ns,
+        &pool,
+        1,
+        &[("cpu", "1000m"), ("memory", "16Gi"), ("pods", "110")],
+    )
+    .await;
     let done = wait_status(&ns, "big", "the RayJob to be Complete", |s| {
         s.job_deployment_status.as_deref() == Some("Complete")
     })

@@ -119,7 +119,7 @@ async fn a_rayjob_runs_gang_scheduled_to_success_and_its_cluster_goes_after_the_
     assert_eq!(
         resources,
         BTreeMap::from([
-            ("cpu".to_string(), "2500m".to_string()),
+            ("cpu".to_string(), "1500m".to_string()),
             ("memory".to_string(), "4296Mi".to_string())
         ]),
         "head + 2 × worker + the default submitter (500m, 200Mi)"
@@ -420,7 +420,7 @@ async fn http_mode_submits_the_job_itself() {
     assert_eq!(pg.spec.min_member, Some(2));
     assert_eq!(
         pg.spec.min_resources.unwrap()["cpu"].0,
-        "1500m",
+        "750m",
         "no submitter Pod in HTTPMode"
     );
     let done = wait_status(&ns, "web", "the RayJob to be Complete", |s| {
@@ -665,7 +665,7 @@ async fn a_multi_host_worker_group_joins_the_cluster_with_every_host() {
         "slice",
         "python -c \"import ray; ray.init(); print('alive nodes:', sum(n['Alive'] for n in ray.nodes()))\"",
         1,
-        // HTTPMode: no submitter Pod, so the cluster (2 CPUs) fits beside another test's.
+        // HTTPMode: no submitter Pod, so the cluster (1 CPU) fits beside another test's.
         json!({"submissionMode": "HTTPMode"}),
     );
     let groups = job

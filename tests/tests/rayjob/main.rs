@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 /// go: up to about two runs.
 const RUN: Duration = Duration::from_secs(240);
 
-/// A RayJob with one head (1 CPU, 2Gi) and `workers` workers (500m, 1Gi), running `entrypoint`;
+/// A RayJob with one head (500m, 2Gi) and `workers` workers (250m, 1Gi), running `entrypoint`;
 /// `extra` is merged into its spec.
 fn ray_job(name: &str, entrypoint: &str, workers: i32, extra: Value) -> RayJob {
     let container = |name: &str, cpu: &str, memory: &str| {
@@ -37,11 +37,11 @@ fn ray_job(name: &str, entrypoint: &str, workers: i32, extra: Value) -> RayJob {
         "entrypoint": entrypoint,
         "rayClusterSpec": {
             "rayVersion": "2.60.0",
-            "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [container("ray-head", "1", "2Gi")]}}},
+            "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [container("ray-head", "500m", "2Gi")]}}},
             "workerGroupSpecs": [{
                 "groupName": "small", "replicas": workers, "minReplicas": 0, "maxReplicas": 5,
                 "rayStartParams": {},
-                "template": {"spec": {"containers": [container("ray-worker", "500m", "1Gi")]}}
+                "template": {"spec": {"containers": [container("ray-worker", "250m", "1Gi")]}}
             }]
         }
     });

@@ -45,8 +45,8 @@ async fn sidecar_mode_runs_the_submitter_in_the_head_pod_to_completion() {
     let cpu = &pg.spec.min_resources.unwrap()["cpu"];
     assert_eq!(
         ResourceQuantity::try_from(cpu).ok(),
-        ResourceQuantity::try_from(&Quantity("2".into())).ok(),
-        "head 1 + worker 500m + the sidecar submitter 500m, not {cpu:?}"
+        ResourceQuantity::try_from(&Quantity("1250m".into())).ok(),
+        "head 500m + worker 250m + the sidecar submitter 500m, not {cpu:?}"
     );
 
     let done = wait_status(&ns, "side", "the RayJob to be Complete", |s| {
@@ -117,7 +117,7 @@ async fn sidecar_mode_runs_the_submitter_in_the_head_pod_to_completion() {
     );
 }
 
-/// A standalone RayCluster `name`: one head (1 CPU, 2Gi) and one worker (500m, 1Gi).
+/// A standalone RayCluster `name`: one head (500m, 2Gi) and one worker (250m, 1Gi).
 fn standalone_cluster(name: &str) -> RayCluster {
     let container = |name: &str, cpu: &str, memory: &str| {
         json!({"name": name, "image": "rayproject/ray:2.60.0",
@@ -128,11 +128,11 @@ fn standalone_cluster(name: &str) -> RayCluster {
         "metadata": {"name": name},
         "spec": {
             "rayVersion": "2.60.0",
-            "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [container("ray-head", "1", "2Gi")]}}},
+            "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [container("ray-head", "500m", "2Gi")]}}},
             "workerGroupSpecs": [{
                 "groupName": "small", "replicas": 1, "minReplicas": 0, "maxReplicas": 2,
                 "rayStartParams": {},
-                "template": {"spec": {"containers": [container("ray-worker", "500m", "1Gi")]}}
+                "template": {"spec": {"containers": [container("ray-worker", "250m", "1Gi")]}}
             }]
         }
     }))
