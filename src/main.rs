@@ -128,8 +128,8 @@ enum Command {
     /// Run raygate's reconciler: turns RayClusters into a head Service and Pods (with their
     /// Volcano PodGroup in opted-in namespaces), with leader election, health and metrics.
     ///
-    /// Exit codes: 0 after SIGTERM/SIGINT, 2 on a start-up error, lost leadership or a fatal
-    /// API error.
+    /// Exit codes: 0 after SIGTERM/SIGINT, 2 on a start-up error or a fatal API error. A
+    /// leader that loses its Lease stops its controllers and stands by; it does not exit.
     Reconcile {
         #[command(flatten)]
         args: Box<reconcile::Args>,
@@ -141,8 +141,9 @@ enum Command {
     /// Run the webhook and the reconciler in one process, as the install manifests'
     /// Deployment does: every replica serves the webhook, the Lease holder reconciles.
     ///
-    /// Exit codes: 0 after SIGTERM/SIGINT, 2 on a start-up error, lost leadership or a fatal
-    /// error of either part.
+    /// Exit codes: 0 after SIGTERM/SIGINT, 2 on a start-up error or a fatal error of either
+    /// part. A leader that loses its Lease stops its controllers and stands by; it does not
+    /// exit.
     Run {
         #[command(flatten)]
         args: Box<run::RunArgs>,

@@ -2,8 +2,10 @@
 //! the install manifests' Deployment).
 //!
 //! Every replica serves the webhook; the reconciler's controllers run only on the replica
-//! holding the Lease. Either part can be switched off. A fatal error of either part (e.g. lost
-//! leadership) ends the process, so its supervisor restarts it as a standby.
+//! holding the Lease; a replica that loses the Lease stands by again in the same process. Either
+//! part can be switched off. A fatal error of either part ends the process, so that its
+//! supervisor restarts it; the reconciler's first takes the webhook out of the Service (see
+//! `webhook::serve_args`).
 
 use anyhow::{Result, bail};
 use raygate_api::validation::ReconcilerKind;
@@ -66,25 +68,47 @@ pub fn run(args: RunArgs, metrics: MetricsArgs, log: LogArgs) -> Result<()> {
         }),
     };
     runtime.block_on(async move {
+        let (reconciler_failed, failed) = tokio::sync::oneshot::channel::<()>();
         let webhook = async {
             if args.enable_webhook {
-                webhook::serve_args(*args.webhook, shared).await
+                let failed = async {
+                    // A dropped sender is a reconciler that ended without failing.
+                    if failed.await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                };
+                webhook::serve_args(*args.webhook, shared, failed).await
             } else {
                 Ok(())
             }
         };
         let reconciler = async {
-            match (args.enable_reconciler, args.enable_webhook) {
-                (true, true) => raygate_reconciler::run(config, reconciler_metrics).await?,
+            let result = match (args.enable_reconciler, args.enable_webhook) {
+                (true, true) => raygate_reconciler::run(config, reconciler_metrics).await,
                 (true, false) => {
-                    raygate_reconciler::run_serving_metrics(config, metrics.metrics_address)
-                        .await?;
+                    raygate_reconciler::run_serving_metrics(config, metrics.metrics_address).await
                 }
-                (false, _) => {}
+                (false, _) => Ok(()),
+            };
+            if result.is_err() {
+                let _ = reconciler_failed.send(());
             }
-            Ok(())
+            result
         };
-        tokio::try_join!(webhook, reconciler).map(|_| ())
+        tokio::pin!(webhook, reconciler);
+        // The webhook's failure ends the process at once (it serves nothing then); the
+        // reconciler's first takes the webhook out of service gracefully (`serve_args`).
+        tokio::select! {
+            served = &mut webhook => {
+                served?;
+                Ok(reconciler.await?)
+            }
+            reconciled = &mut reconciler => {
+                let served = webhook.await;
+                reconciled?;
+                served
+            }
+        }
     })
 }
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use raygate_api::manifests::LEAVE_SERVICE_SECONDS;
 use raygate_api::settings::OptInLabel;
 use raygate_api::validation::ValidationContext;
 use raygate_certs::CertResolver;
@@ -89,11 +90,22 @@ pub fn run(args: WebhookArgs, shared: Shared, log: LogArgs) -> Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?
-        .block_on(serve_args(args, shared))
+        .block_on(serve_args(args, shared, std::future::pending()))
 }
 
-/// Serves the webhook until SIGTERM or SIGINT, on the caller's runtime (`raygate run`).
-pub async fn serve_args(args: WebhookArgs, shared: Shared) -> Result<()> {
+/// Serves the webhook until SIGTERM or SIGINT, or until `failed` resolves, on the caller's
+/// runtime (`raygate run`, whose reconciler resolves `failed` with a fatal error).
+///
+/// A signal comes after the Pod's `preStop` pause, when the Service no longer sends reviews
+/// here: the server drains at once. `failed` has no such pause before it, so the server first
+/// reports not ready while serving on for [`LEAVE_SERVICE_SECONDS`], until the Service has
+/// dropped this replica, and only then drains: exiting at once would refuse the reviews the
+/// API server still sends here, failing their API requests (`failurePolicy: Fail`).
+pub async fn serve_args(
+    args: WebhookArgs,
+    shared: Shared,
+    failed: impl Future<Output = ()> + Send + 'static,
+) -> Result<()> {
     let limits = Limits {
         max_body_bytes: args.max_request_bytes,
         request_timeout: args.request_timeout,
@@ -105,7 +117,7 @@ pub async fn serve_args(args: WebhookArgs, shared: Shared) -> Result<()> {
         ..ServeOptions::default()
     };
     let cert_source = args.certs.source()?;
-    serve(args, shared, limits, options, cert_source).await
+    serve(args, shared, limits, options, cert_source, failed).await
 }
 
 async fn serve(
@@ -114,6 +126,7 @@ async fn serve(
     limits: Limits,
     options: ServeOptions,
     cert_source: CertSource,
+    failed: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     let Shared {
         validation,
@@ -150,9 +163,20 @@ async fn serve(
     let ops_listener = server::bind(metrics_address).await?;
     tracing::info!(address = %args.address, %metrics_address, "serving");
     let (stop, stopped) = watch::channel(false);
+    let draining = state.draining.clone();
     let signals = tokio::spawn(async move {
-        wait_for_signal().await;
-        tracing::info!("shutdown signal received");
+        tokio::select! {
+            () = wait_for_signal() => tracing::info!("shutdown signal received"),
+            () = failed => {
+                let leave = Duration::from_secs(LEAVE_SERVICE_SECONDS.unsigned_abs());
+                tracing::warn!(
+                    ?leave,
+                    "another part of the process failed: reporting not ready, then draining"
+                );
+                draining.start();
+                tokio::time::sleep(leave).await;
+            }
+        }
         // A stopping replica writes no more certificate state: through its drain it would
         // otherwise answer an uninstall's deletion of the Secret by creating it again. It
         // serves the certificate it has.

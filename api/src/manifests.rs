@@ -656,12 +656,12 @@ fn service(namespace: &str) -> Value {
 fn deployment(options: &InstallOptions) -> Value {
     // One plain-HTTP listener answers the probes and serves every part's metrics; while the
     // webhook runs, its `/readyz` turns 503 while draining.
-    let probe = |path: &str, period: i32| {
+    let probe = |path: &str, period: i64| {
         json!({
             "httpGet": {"path": path, "port": "health"},
             "periodSeconds": period,
             "timeoutSeconds": 2,
-            "failureThreshold": 3,
+            "failureThreshold": PROBE_FAILURE_THRESHOLD,
         })
     };
     let mut ports = Vec::new();
@@ -719,7 +719,7 @@ fn deployment(options: &InstallOptions) -> Value {
                         // `failurePolicy: Fail`); the drain that follows has its own timeout.
                         "lifecycle": {"preStop": {"sleep": {"seconds": PRE_STOP_SECONDS}}},
                         "livenessProbe": probe("/healthz", 10),
-                        "readinessProbe": probe("/readyz", 5),
+                        "readinessProbe": probe("/readyz", READINESS_PERIOD_SECONDS),
                         "resources": {
                             "requests": options.resources.requests,
                             "limits": options.resources.limits,
@@ -752,6 +752,19 @@ fn deployment(options: &InstallOptions) -> Value {
 /// kube-proxy takes to drop it from the Service here (about a second; seen in
 /// `tests/in-cluster/tests/lifecycle.rs`, which failed 4 of 288 admissions without it).
 pub const PRE_STOP_SECONDS: i64 = 5;
+
+/// How often the kubelet asks a replica's `/readyz`.
+pub const READINESS_PERIOD_SECONDS: i64 = 5;
+
+/// Failed probes in a row before the kubelet acts (unready, or a restart for `/healthz`).
+pub const PROBE_FAILURE_THRESHOLD: i64 = 3;
+
+/// How long a replica that stops of its own accord (the reconciler's fatal error in
+/// `raygate run`) answers 503 on `/readyz` while still serving, before it stops accepting: the
+/// kubelet needs [`PROBE_FAILURE_THRESHOLD`] failed probes to mark it unready, and the Service
+/// then drops it as fast as after a `preStop` ([`PRE_STOP_SECONDS`]).
+pub const LEAVE_SERVICE_SECONDS: i64 =
+    READINESS_PERIOD_SECONDS * PROBE_FAILURE_THRESHOLD + PRE_STOP_SECONDS;
 
 /// How long Kubernetes lets a stopping replica take before it is killed: the `preStop` sleep,
 /// the webhook's drain ([`keys::DRAIN_TIMEOUT_SECONDS`], which outlasts the API server's idle

@@ -7,9 +7,14 @@
 //! * on a signal the controllers stop taking new work, finish the reconciles in flight, the
 //!   Lease is released and `run` returns `Ok` (a standby still waits for the Lease it last
 //!   read to expire: kube-lease-manager does not re-read a Lease it believes held);
-//! * on lost leadership the controllers are stopped and `run` returns
-//!   [`Error::LostLeadership`]; the process exits non-zero and its supervisor restarts it as a
-//!   standby, as controller-runtime does, so two replicas never act at once.
+//! * on lost leadership the controllers are stopped (each reconcile in flight is finished or
+//!   cut off, as on a signal) before `run` goes back to waiting for the Lease, so two replicas
+//!   never act at once. Unlike controller-runtime, which exits, the process stays: in
+//!   `raygate run` the same process serves the webhook, and exiting would cut the API server's
+//!   reviews in flight on it and refuse those sent before its endpoint leaves the Service. The
+//!   next term starts from new caches, as a restarted process would;
+//! * only when the election itself stops ([`Error::ElectionEnded`]) does `run` return an
+//!   error, for the supervisor to restart the process.
 //!
 //! Controllers are plain functions ([`Controller`]); adding one is one line in
 //! [`controllers`]. Every decision is made by `raygate_api`; this crate only observes and
@@ -30,7 +35,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::{Stream, StreamExt};
+use futures::future::FusedFuture;
+use futures::{FutureExt, Stream, StreamExt};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::{Api, Client, Resource};
 use kube_lease_manager::LeaseManagerBuilder;
@@ -151,9 +157,10 @@ pub enum Error {
         /// Why.
         source: kube_lease_manager::LeaseManagerError,
     },
-    /// Another replica took the Lease while this one was reconciling.
-    #[error("lost the leader Lease {0}; exiting so that only the new leader acts")]
-    LostLeadership(String),
+    /// The leader election stopped (its Lease task ended), so leadership can no longer be
+    /// proven or taken.
+    #[error("the leader election through Lease {0} stopped; exiting so that a restart rejoins it")]
+    ElectionEnded(String),
     /// `--namespace-selector` was rejected.
     #[error("--namespace-selector {selector:?}: {source}")]
     NamespaceSelector {
@@ -325,39 +332,48 @@ async fn lead_and_run(client: Client, config: Config, metrics: Arc<Metrics>) -> 
             source,
         })?;
     let (mut leading, lease_task) = manager.watch().await;
-    metrics.set_leader(&election.lease_name, false);
-    tracing::info!(%lease, identity = %election.identity, "waiting for leadership");
-    let acquired = tokio::select! {
-        changed = leading.wait_for(|leader| *leader) => changed.is_ok(),
-        () = &mut terminate => false,
-    };
-    if !acquired {
-        drop(leading);
-        let _ = lease_task.await;
-        return Ok(());
-    }
-    metrics.set_leader(&election.lease_name, true);
-    tracing::info!(%lease, identity = %election.identity, "became leader; starting controllers");
-
-    let (trigger, shutdown) = Shutdown::new();
-    let controllers = run_controllers(client, config, metrics.clone(), shutdown);
-    tokio::pin!(controllers);
-    let outcome = tokio::select! {
-        result = &mut controllers => result,
-        () = &mut terminate => {
-            tracing::info!("termination signal: finishing reconciles in flight, then releasing the Lease");
-            Ok(())
+    let outcome = loop {
+        metrics.set_leader(&election.lease_name, false);
+        tracing::info!(%lease, identity = %election.identity, "waiting for leadership");
+        let acquired = tokio::select! {
+            changed = leading.wait_for(|leader| *leader) => changed.is_ok(),
+            () = &mut terminate => break Ok(()),
+        };
+        if !acquired {
+            break Err(Error::ElectionEnded(lease.clone()));
         }
-        lost = leading.wait_for(|leader| !*leader) => {
-            // An error here means the Lease task ended: leadership can no longer be proven.
-            let _ = lost;
-            tracing::error!(%lease, "lost leadership; stopping controllers");
-            Err(Error::LostLeadership(lease.clone()))
+        metrics.set_leader(&election.lease_name, true);
+        tracing::info!(%lease, identity = %election.identity, "became leader; starting controllers");
+        let (trigger, shutdown) = Shutdown::new();
+        let mut controllers = Box::pin(
+            run_controllers(client.clone(), config.clone(), metrics.clone(), shutdown).fuse(),
+        );
+        let ended = tokio::select! {
+            result = &mut controllers => Some(result),
+            () = &mut terminate => {
+                tracing::info!("termination signal: finishing reconciles in flight, then releasing the Lease");
+                Some(Ok(()))
+            }
+            lost = leading.wait_for(|leader| !*leader) => match lost {
+                Ok(_) => {
+                    // Only the new leader may act from now on. The process stays: its webhook
+                    // keeps serving, and this replica stands by to lead again.
+                    tracing::warn!(%lease, "lost leadership; stopping controllers and standing by");
+                    None
+                }
+                // The Lease task ended: leadership can no longer be proven.
+                Err(_) => Some(Err(Error::ElectionEnded(lease.clone()))),
+            },
+        };
+        trigger.fire();
+        if !controllers.is_terminated() {
+            let _ = tokio::time::timeout(SHUTDOWN_GRACE, controllers).await;
+        }
+        if let Some(outcome) = ended {
+            metrics.set_leader(&election.lease_name, false);
+            break outcome;
         }
     };
-    trigger.fire();
-    let _ = tokio::time::timeout(SHUTDOWN_GRACE, controllers).await;
-    metrics.set_leader(&election.lease_name, false);
     // Dropping the channel makes the Lease task release the Lease before it returns.
     drop(leading);
     let _ = lease_task.await;

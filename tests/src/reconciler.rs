@@ -154,6 +154,11 @@ impl Reconciler {
             .expect("waiting for the reconciler")
     }
 
+    /// Whether the process is still running (it has not exited).
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// Its log so far, for failure messages.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()

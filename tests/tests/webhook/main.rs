@@ -1,10 +1,12 @@
 //! raygate's admission webhook on the real control plane (`tests/env/control-plane up` runs it
 //! and registers it, as a host process or installed in-cluster; `tests/run` runs this suite both
 //! ways): `kubectl apply` of the examples, server-side dry run, Pod onboarding into Volcano
-//! gangs, untouched unlabelled namespaces, and what an outage of the host process does.
+//! gangs, untouched unlabelled namespaces, what an outage of the host process does, and how
+//! `raygate run` leaves the Service when its reconciler fails.
 //! Run inside the environment: `tests/env/control-plane exec -- cargo test -p raygate-e2e --test webhook`.
 
 mod examples;
+mod fatal;
 mod outage;
 mod pods;
 
