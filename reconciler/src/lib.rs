@@ -8,8 +8,11 @@
 //!   Lease is released and `run` returns `Ok` (a standby still waits for the Lease it last
 //!   read to expire: kube-lease-manager does not re-read a Lease it believes held);
 //! * on lost leadership the controllers are stopped (each reconcile in flight is finished or
-//!   cut off, as on a signal) before `run` goes back to waiting for the Lease, so two replicas
-//!   never act at once. Unlike controller-runtime, which exits, the process stays: in
+//!   cut off, as on a signal) before `run` goes back to waiting for the Lease. A leader learns
+//!   of the loss at its next renewal, so after a missed renewal two replicas can reconcile at
+//!   once until then (writes are idempotent by name, docs/reconciler.md); each replica's own
+//!   Lease field manager (`lease_field_manager`) keeps two standbys from both taking a
+//!   released Lease. Unlike controller-runtime, which exits, the process stays: in
 //!   `raygate run` the same process serves the webhook, and exiting would cut the API server's
 //!   reviews in flight on it and refuse those sent before its endpoint leaves the Service. The
 //!   next term starts from new caches, as a restarted process would;
@@ -324,7 +327,7 @@ async fn lead_and_run(client: Client, config: Config, metrics: Arc<Metrics>) -> 
         .with_identity(&election.identity)
         .with_duration(election.lease_duration_seconds)
         .with_grace(election.renew_grace_seconds)
-        .with_field_manager(MANAGER_NAME)
+        .with_field_manager(lease_field_manager(&election.identity))
         .build()
         .await
         .map_err(|source| Error::Lease {
@@ -380,6 +383,22 @@ async fn lead_and_run(client: Client, config: Config, metrics: Arc<Metrics>) -> 
     outcome
 }
 
+/// The field manager of this replica's writes to the Lease: its own, never shared.
+///
+/// kube-lease-manager takes a free Lease with a server-side apply of `holderIdentity` and relies
+/// on the API server's field-ownership conflict to turn away the second of two replicas taking
+/// it at once. Under one shared manager name there is no conflict: the second apply silently
+/// overwrites the first, and the first replica leads, believing it holds the Lease, until its
+/// next renewal shows otherwise (10 s by default). Replicas race like that whenever a leader
+/// releases the Lease with more than one standby, as in every rolling upgrade.
+fn lease_field_manager(identity: &str) -> String {
+    // The API server refuses field manager names longer than 128 characters.
+    format!("{MANAGER_NAME}-{identity}")
+        .chars()
+        .take(128)
+        .collect()
+}
+
 async fn run_controllers(
     client: Client,
     config: Config,
@@ -411,4 +430,18 @@ fn termination() -> std::io::Result<BoxFuture<'static, ()>> {
             _ = int.recv() => {}
         }
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lease_field_manager;
+
+    #[test]
+    fn every_replica_writes_the_lease_under_a_field_manager_of_its_own() {
+        let a = lease_field_manager("raygate-7b46b65ffb-56pgx-1");
+        let b = lease_field_manager("raygate-7b46b65ffb-x2kq9-1");
+        assert_eq!(a, "raygate-reconciler-raygate-7b46b65ffb-56pgx-1");
+        assert_ne!(a, b);
+        assert_eq!(lease_field_manager(&"x".repeat(300)).chars().count(), 128);
+    }
 }
