@@ -335,8 +335,8 @@ async fn lead_and_run(client: Client, config: Config, metrics: Arc<Metrics>) -> 
             source,
         })?;
     let (mut leading, lease_task) = manager.watch().await;
+    metrics.set_leader(&election.lease_name, false);
     let outcome = loop {
-        metrics.set_leader(&election.lease_name, false);
         tracing::info!(%lease, identity = %election.identity, "waiting for leadership");
         let acquired = tokio::select! {
             changed = leading.wait_for(|leader| *leader) => changed.is_ok(),
@@ -372,8 +372,8 @@ async fn lead_and_run(client: Client, config: Config, metrics: Arc<Metrics>) -> 
         if !controllers.is_terminated() {
             let _ = tokio::time::timeout(SHUTDOWN_GRACE, controllers).await;
         }
+        metrics.set_leader(&election.lease_name, false);
         if let Some(outcome) = ended {
-            metrics.set_leader(&election.lease_name, false);
             break outcome;
         }
     };

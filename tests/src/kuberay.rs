@@ -36,13 +36,6 @@ pub struct KubeRay {
     pub log: std::path::PathBuf,
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free local port")
-}
-
 impl KubeRay {
     /// Starts the KubeRay operator for `namespaces` (the first one's name labels the log and
     /// is where a health failure is dumped), with `--batch-scheduler=<s>` when given, and
@@ -71,7 +64,7 @@ impl KubeRay {
     ) -> KubeRay {
         // Written by `up` only when the binary is built (`tests/env/build kuberay`).
         let binary = env.var("RAYGATE_KUBERAY_OPERATOR").to_string();
-        let (probe, metrics) = (free_port(), free_port());
+        let (probe, metrics) = (crate::free_port(), crate::free_port());
         let first = namespaces.first().expect("at least one namespace");
         let log = std::path::Path::new(env.var("RAYGATE_LOGS")).join(format!(
             "kuberay-{}-{}.log",

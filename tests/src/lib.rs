@@ -41,3 +41,15 @@ pub mod seeded;
 
 pub use env::Env;
 pub use namespace::TestNamespace;
+
+/// A free loopback port, the kernel's choice (bound and released at once; nothing else in the
+/// network namespace races for it).
+///
+/// # Panics
+/// When no port can be bound.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .expect("a free loopback port")
+}

@@ -5,7 +5,6 @@
 //! [`PRIVATE_RECONCILER_LABEL`]. A test that wants to watch, count or kill the reconciler it
 //! depends on labels its namespace so and starts its own with [`Reconciler::start`].
 
-use std::net::TcpListener;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -33,14 +32,6 @@ pub struct Reconciler {
     pub log: std::path::PathBuf,
 }
 
-/// A port nothing listens on right now (the kernel's choice).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free local port")
-}
-
 impl Reconciler {
     /// Starts `raygate reconcile` for `ns` only; with `election`, it elects a leader through a
     /// Lease in `ns`, else it runs the controllers at once. Waits until `/healthz` answers.
@@ -52,7 +43,7 @@ impl Reconciler {
         ns: &TestNamespace,
         election: Option<Election<'_>>,
     ) -> Reconciler {
-        let port = free_port();
+        let port = crate::free_port();
         let label = election.as_ref().map(|e| e.identity).unwrap_or("single");
         let log = std::path::Path::new(env.var("RAYGATE_LOGS"))
             .join(format!("reconciler-{}-{label}.log", ns.name()));

@@ -23,7 +23,7 @@ use raygate_certs::secret::ROTATE_CA;
 use raygate_certs::{CertResolver, CertTask, SelfManaged, SelfManagedConfig, request_rotation};
 use raygate_e2e::cleanup::delete_on_drop;
 use raygate_e2e::pem::certificates;
-use raygate_e2e::{Env, TestNamespace};
+use raygate_e2e::{Env, TestNamespace, free_port};
 use rustls::pki_types::CertificateDer;
 use serde_json::json;
 use time::OffsetDateTime;
@@ -443,14 +443,6 @@ async fn a_forced_rotation_keeps_every_served_certificate_trusted() {
             .sum();
         assert_eq!(written, 1, "{step} written once across the replicas");
     }
-}
-
-/// A free loopback port (bound and released; nothing else in the namespace races for it).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free loopback port")
-        .port()
 }
 
 /// `GET path` on a plain-HTTP port; the body, or an error while the server is not up.

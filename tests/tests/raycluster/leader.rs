@@ -44,9 +44,7 @@ async fn only_the_leader_reconciles_and_a_killed_leader_fails_over() {
     let leases = ns.api::<Lease>();
     // `a` started first and takes the Lease; `b` then stands by.
     ns.wait_for("replica-a holds the Lease", SETTLE, || async {
-        let lease = leases.get_opt(LEASE).await?;
-        let holder = lease.and_then(|l| l.spec).and_then(|s| s.holder_identity);
-        Ok((holder.as_deref() == Some("replica-a")).then_some(()))
+        Ok((holder(&leases, LEASE).await?.as_deref() == Some("replica-a")).then_some(()))
     })
     .await;
     let mut b = Reconciler::start(
@@ -83,9 +81,7 @@ async fn only_the_leader_reconciles_and_a_killed_leader_fails_over() {
         "replica-b takes the Lease",
         Duration::from_secs(60),
         || async {
-            let lease = leases.get_opt(LEASE).await?;
-            let holder = lease.and_then(|l| l.spec).and_then(|s| s.holder_identity);
-            Ok((holder.as_deref() == Some("replica-b")).then_some(()))
+            Ok((holder(&leases, LEASE).await?.as_deref() == Some("replica-b")).then_some(()))
         },
     )
     .await;
@@ -123,14 +119,14 @@ async fn only_the_leader_reconciles_and_a_killed_leader_fails_over() {
         "SIGTERM exit status {status}:\n{}",
         b.log_text()
     );
-    let holder = leases
+    let released = leases
         .get(LEASE)
         .await
         .expect("the Lease")
         .spec
         .and_then(|s| s.holder_identity);
     assert_ne!(
-        holder.as_deref(),
+        released.as_deref(),
         Some("replica-b"),
         "the Lease was not released"
     );
@@ -138,9 +134,7 @@ async fn only_the_leader_reconciles_and_a_killed_leader_fails_over() {
         "replica-c takes the released Lease",
         Duration::from_secs(60),
         || async {
-            let lease = leases.get_opt(LEASE).await?;
-            let holder = lease.and_then(|l| l.spec).and_then(|s| s.holder_identity);
-            Ok((holder.as_deref() == Some("replica-c")).then_some(()))
+            Ok((holder(&leases, LEASE).await?.as_deref() == Some("replica-c")).then_some(()))
         },
     )
     .await;

@@ -2,20 +2,12 @@
 //! Service (`/readyz` 503 while it still serves), then drains, and only then does the process
 //! exit non-zero (`src/run.rs`, `src/webhook.rs`).
 
-use std::net::TcpListener;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use raygate_api::manifests::LEAVE_SERVICE_SECONDS;
 use raygate_e2e::ray::Dashboard;
-use raygate_e2e::{Env, TestNamespace};
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free local port")
-}
+use raygate_e2e::{Env, TestNamespace, free_port};
 
 #[tokio::test]
 async fn a_fatal_reconciler_error_takes_the_webhook_out_of_service_before_the_process_exits() {
