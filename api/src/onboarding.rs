@@ -4,6 +4,9 @@
 //! reconciler or KubeRay), and the reconciler applies the same patch to the Pods and submitter
 //! templates it creates, so scheduling is right even while the webhook is down.
 //!
+//! [`review_pod`] is the whole decision on a Pod CREATE (which Pods are onboarded, into which
+//! gang), with the objects it reads supplied by the caller ([`PodLookups`]).
+//!
 //! The patch only adds what is missing. A value the user set to something else is left alone
 //! and reported as a warning: silently overwriting it would surprise them, and Volcano would
 //! not gang-schedule the Pod either way.
@@ -16,6 +19,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use serde_json::Value;
 
 use crate::keys;
+
+mod review;
+
+pub use review::{MalformedPod, PodLookups, PodOnboarding, review_pod};
 
 /// The scheduler name the API server gives a Pod that names none.
 pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
