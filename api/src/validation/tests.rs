@@ -1624,7 +1624,7 @@ fn absent_fields_do_not_panic() {
     let _ = validate_ray_cluster(&odd, &ctx("", R));
 }
 
-/// Every rule name in the sources: KubeRay rules are kebab-case literals in `cluster.rs` and
+/// Every rule name in the sources: KubeRay rules are kebab-case literals in `cluster/` and
 /// `job.rs` (minus a few non-rule literals), raygate rules are `raygate_rules::ALL`.
 fn all_rule_names() -> Vec<String> {
     const NOT_RULES: [&str; 7] = [
@@ -1637,7 +1637,19 @@ fn all_rule_names() -> Vec<String> {
         "redis-username",
     ];
     let mut names: Vec<String> = Vec::new();
-    for source in [include_str!("cluster.rs"), include_str!("job.rs")] {
+    let sources = [
+        include_str!("cluster/mod.rs"),
+        include_str!("cluster/auth.rs"),
+        include_str!("cluster/autoscaler.rs"),
+        include_str!("cluster/gcs_fault_tolerance.rs"),
+        include_str!("cluster/groups.rs"),
+        include_str!("cluster/history_server.rs"),
+        include_str!("cluster/network_policy.rs"),
+        include_str!("cluster/tls.rs"),
+        include_str!("cluster/unsupported.rs"),
+        include_str!("job.rs"),
+    ];
+    for source in sources {
         for literal in source.split('"').skip(1).step_by(2) {
             let kebab = literal.contains('-')
                 && literal.split('-').all(|p| {
