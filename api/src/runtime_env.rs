@@ -7,6 +7,9 @@
 //! - merge keys (`<<: *base`) are applied;
 //! - a key that is a number, a boolean or null becomes its text;
 //! - a document that is null or empty is no runtime environment.
+//!
+//! Admission only needs the verdict: [`check`] gives it, and skips the YAML parser for the
+//! few plain `key: value` lines most runtime environments are.
 
 use serde_json::{Map, Number, Value};
 use serde_yaml_ng::Value as Yaml;
@@ -111,8 +114,128 @@ fn json(value: Yaml) -> Result<Value, RuntimeEnvError> {
     })
 }
 
+/// Whether [`read`] would accept `yaml` — a map or nothing, like Go's `yaml.Unmarshal` into a
+/// map — without building the map: what admission asks.
+///
+/// Most runtime environments are a few `key: value` lines, which [`is_simple_yaml_map`]
+/// recognises without a YAML parser; everything else goes through [`read`], whose error is the
+/// answer.
+pub(crate) fn check(yaml: &str) -> Result<(), RuntimeEnvError> {
+    if is_simple_yaml_map(yaml) {
+        return Ok(());
+    }
+    parsed_check(yaml)
+}
+
+/// [`check`] through [`read`] alone, the reader the submitter uses too, so that an admitted
+/// runtime environment is one it can send.
+fn parsed_check(yaml: &str) -> Result<(), RuntimeEnvError> {
+    read(yaml).map(|_| ())
+}
+
+/// A key of the YAML subset [`is_simple_yaml_map`] accepts: `[A-Za-z_][A-Za-z0-9_]*`, and none
+/// of the words a YAML 1.1 reader would take for a boolean or null, in any case.
+fn is_simple_key(key: &str) -> bool {
+    const SPECIAL: [&str; 9] = ["y", "n", "yes", "no", "on", "off", "true", "false", "null"];
+    let mut bytes = key.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && !SPECIAL.iter().any(|word| word.eq_ignore_ascii_case(key))
+}
+
+/// A plain scalar of the subset: it starts with a letter or `_` and holds no character that
+/// YAML gives a meaning to (no `:`, `#`, spaces, quotes, brackets, commas, anchors or tags).
+fn is_simple_scalar(text: &str) -> bool {
+    let mut bytes = text.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b"_.=/+<>~-".contains(&b))
+}
+
+/// A value after `key: `: a plain scalar, or a flow sequence of them (`[a, b]`, `[]`).
+fn is_simple_value(value: &str) -> bool {
+    match value.strip_prefix('[').and_then(|v| v.strip_suffix(']')) {
+        Some("") => true,
+        Some(items) => items.split(',').enumerate().all(|(i, item)| {
+            is_simple_scalar(if i == 0 {
+                item
+            } else {
+                item.strip_prefix(' ').unwrap_or(item)
+            })
+        }),
+        None => is_simple_scalar(value),
+    }
+}
+
+/// `key: value` with a simple key and value; returns the key.
+fn simple_entry(line: &str) -> Option<&str> {
+    let (key, value) = line.split_once(": ")?;
+    (is_simple_key(key) && is_simple_value(value)).then_some(key)
+}
+
+/// Whether `text` is, for certain, a YAML mapping: one or more `key: value` lines (distinct
+/// keys), where a key may instead end in `:` and be followed by a block indented by two spaces
+/// of `- scalar` items or of `key: value` entries (distinct keys). Anything else — comments,
+/// quotes, anchors, deeper nesting, numbers — is left to the YAML parser (`false`), so this
+/// shortcut never changes a verdict, only skips the parser for what it would accept anyway.
+fn is_simple_yaml_map(text: &str) -> bool {
+    let mut keys: Vec<&str> = Vec::new();
+    let mut block_keys: Vec<&str> = Vec::new();
+    // Inside a block under a top-level `key:`: whether it holds sequence items (`Some(true)`)
+    // or map entries (`Some(false)`); `None` until its first line.
+    let mut block: Option<Option<bool>> = None;
+    for line in text.strip_suffix('\n').unwrap_or(text).split('\n') {
+        if let Some(nested) = line.strip_prefix("  ") {
+            let Some(kind) = block.as_mut() else {
+                return false;
+            };
+            let item = nested.strip_prefix("- ");
+            let sequence = item.is_some();
+            if kind.is_some_and(|k| k != sequence) {
+                return false;
+            }
+            *kind = Some(sequence);
+            let well_formed = match item {
+                Some(item) => is_simple_scalar(item),
+                None => simple_entry(nested).is_some_and(|key| {
+                    let new = !block_keys.contains(&key);
+                    block_keys.push(key);
+                    new
+                }),
+            };
+            if !well_formed {
+                return false;
+            }
+            continue;
+        }
+        let key = match line.strip_suffix(':') {
+            Some(key) if is_simple_key(key) => {
+                block = Some(None);
+                block_keys.clear();
+                key
+            }
+            _ => {
+                block = None;
+                match simple_entry(line) {
+                    Some(key) => key,
+                    None => return false,
+                }
+            }
+        };
+        if keys.contains(&key) {
+            return false;
+        }
+        keys.push(key);
+    }
+    !keys.is_empty()
+}
+
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
     use serde_json::json;
 
     use super::*;
@@ -201,5 +324,109 @@ mod tests {
             read("x: .nan"),
             Err(RuntimeEnvError::Number(".nan".to_string()))
         );
+    }
+
+    #[test]
+    fn common_runtime_envs_skip_the_parser_and_odd_ones_do_not() {
+        for simple in [
+            "pip: [torch]\n",
+            "pip: [torch==2.3.0, numpy>=1.26]",
+            "pip:\n  - torch\n  - requests\nworking_dir: code/app.zip\n",
+            "env_vars:\n  OMP_NUM_THREADS: x4\n  MODE: fast\nconda: base",
+            "pip: []\nexcludes:\n",
+        ] {
+            assert!(is_simple_yaml_map(simple), "{simple:?}");
+            assert_eq!(parsed_check(simple), Ok(()), "{simple:?}");
+        }
+        for odd in [
+            "",
+            "- pip\n- conda\n",
+            "pip: [requests",
+            "a: 1\na: 2\n",
+            "yes: x",
+            "pip: torch # comment",
+            "pip: \"torch\"",
+            "env:\n  A: b\n  A: c",
+            "pip:\n  - a\n  b: c",
+            "just a string",
+            "a: b\n  continued",
+            "a: 12",
+            "<<: x",
+        ] {
+            assert!(!is_simple_yaml_map(odd), "{odd:?}");
+        }
+    }
+
+    fn key() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[A-Za-z_][A-Za-z0-9_]{0,6}",
+            Just("yes".to_string()),
+            Just("Off".to_string()),
+            Just("NULL".to_string()),
+            Just("<<".to_string()),
+            "[a-z0-9&*!\"'#:.-]{1,3}",
+        ]
+    }
+
+    fn scalar() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[A-Za-z_][A-Za-z0-9_.=/+<>~-]{0,10}",
+            Just("true".to_string()),
+            Just("~".to_string()),
+            "[0-9.:# '\"&*!|>%@`{}\\[\\],-]{1,4}",
+        ]
+    }
+
+    fn value() -> impl Strategy<Value = String> {
+        prop_oneof![
+            scalar(),
+            prop::collection::vec(scalar(), 0..4)
+                .prop_map(|items| format!("[{}]", items.join(", "))),
+            prop::collection::vec(scalar(), 0..4)
+                .prop_map(|items| format!("[{}]", items.join(","))),
+        ]
+    }
+
+    fn entry() -> impl Strategy<Value = String> {
+        prop_oneof![
+            (key(), value()).prop_map(|(k, v)| format!("{k}: {v}")),
+            (key(), prop::collection::vec(scalar(), 0..3)).prop_map(|(k, items)| {
+                let block: String = items.iter().map(|i| format!("\n  - {i}")).collect();
+                format!("{k}:{block}")
+            }),
+            (key(), prop::collection::vec((key(), scalar()), 0..3)).prop_map(|(k, entries)| {
+                let block: String = entries
+                    .iter()
+                    .map(|(k, v)| format!("\n  {k}: {v}"))
+                    .collect();
+                format!("{k}:{block}")
+            }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// The shortcut only ever accepts what the YAML parser reads as a map.
+        #[test]
+        fn the_shortcut_agrees_with_the_parser_on_generated_maps(
+            entries in prop::collection::vec(entry(), 0..5),
+            trailing_newline in any::<bool>(),
+        ) {
+            let mut text = entries.join("\n");
+            if trailing_newline {
+                text.push('\n');
+            }
+            if is_simple_yaml_map(&text) {
+                prop_assert_eq!(parsed_check(&text), Ok(()), "{:?}", text);
+            }
+        }
+
+        #[test]
+        fn the_shortcut_agrees_with_the_parser_on_arbitrary_text(text in "[aAyN_:\\- \\[\\],\n#'&!0]{0,30}") {
+            if is_simple_yaml_map(&text) {
+                prop_assert_eq!(parsed_check(&text), Ok(()), "{:?}", text);
+            }
+        }
     }
 }
