@@ -7,7 +7,8 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use raygate_api::cluster::{BuildOptions, DEFAULT_CLUSTER_DOMAIN};
+use raygate_api::cluster::BuildOptions;
+use raygate_api::keys::DEFAULT_CLUSTER_DOMAIN;
 use raygate_api::validation::{ReconcilerKind, ValidationContext};
 use raygate_certs::config::parse_duration;
 use raygate_reconciler::{Config, LeaderElection};

@@ -16,13 +16,14 @@
 //!   deleted;
 //! * never anything but PodGroups: RayClusters, Pods and Jobs stay KubeRay's;
 //! * a PodGroup or cluster that shows KubeRay's own Volcano adapter at work is left alone
-//!   ([`Plan::KubeRayGangScheduled`]), so two writers never fight over one gang.
+//!   ([`Change::KubeRayGangScheduled`]), so two writers never fight over one gang.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use crate::decision::{self, Decision, EventNote, PodGroupSize, STEADY_REQUEUE};
 use crate::keys;
 use crate::lifecycle::DeploymentStatus;
 use crate::onboarding::{self, Labels};
@@ -84,20 +85,13 @@ pub struct Observed<'a> {
 
 /// What to do about the object's PodGroup.
 #[derive(Clone, Debug)]
-pub enum Plan {
+pub enum Change {
     /// The PodGroup is as it should be (or the object needs none).
     InSync,
     /// Create this PodGroup (AlreadyExists is success: the next reconcile compares).
     Create(Box<PodGroup>),
     /// Set `spec.minMember` and `spec.minResources` of the existing PodGroup, nothing else.
-    Resize {
-        /// PodGroup name.
-        name: String,
-        /// New `spec.minMember`.
-        min_member: i32,
-        /// New `spec.minResources`.
-        min_resources: BTreeMap<String, Quantity>,
-    },
+    Resize(PodGroupSize),
     /// KubeRay's own Volcano adapter gang-schedules the object: leave it alone and warn.
     KubeRayGangScheduled {
         /// Why raygate thinks so (Event note).
@@ -110,26 +104,105 @@ pub enum Plan {
     },
 }
 
-/// Decides the PodGroup of a KubeRay-run RayJob or RayCluster in a Volcano namespace.
-pub fn decide(owner: Owner<'_>, observed: &Observed<'_>) -> Plan {
+/// One write of a PodGroup-only reconcile, or an Event about the owner.
+#[derive(Clone, Debug)]
+pub enum Action {
+    /// Create the PodGroup (AlreadyExists is success: the next reconcile, woken by the
+    /// PodGroup's watch event, judges whose it is).
+    CreatePodGroup(Box<PodGroup>),
+    /// Set `spec.minMember` and `spec.minResources` of the PodGroup (NotFound is success).
+    ResizePodGroup(PodGroupSize),
+    /// Record an Event on the owner.
+    Event(EventNote),
+}
+
+impl decision::Action for Action {
+    fn event(&self) -> Option<&EventNote> {
+        match self {
+            Action::Event(note) => Some(note),
+            _ => None,
+        }
+    }
+
+    fn failure_reason(&self) -> Option<&'static str> {
+        match self {
+            Action::CreatePodGroup(_) => Some("FailedToCreatePodGroup"),
+            Action::ResizePodGroup(_) => Some("FailedToUpdatePodGroup"),
+            Action::Event(_) => None,
+        }
+    }
+}
+
+/// The PodGroup-only reconcile of `owner`: [`change`] as writes, Events and a requeue.
+pub fn decide(owner: Owner<'_>, observed: &Observed<'_>) -> Decision<Action> {
+    let (actions, requeue_after) = match change(owner, observed) {
+        Change::InSync => (Vec::new(), Some(STEADY_REQUEUE)),
+        Change::Create(pg) => {
+            let name = pg.metadata.name.clone().unwrap_or_default();
+            let note = format!(
+                "Created PodGroup {name} (minMember {})",
+                pg.spec.min_member.unwrap_or(0)
+            );
+            (
+                vec![
+                    Action::CreatePodGroup(pg),
+                    Action::Event(EventNote::normal("CreatedPodGroup", note)),
+                ],
+                Some(STEADY_REQUEUE),
+            )
+        }
+        Change::Resize(size) => {
+            let note = format!(
+                "PodGroup {} resized to minMember {}",
+                size.name, size.min_member
+            );
+            (
+                vec![
+                    Action::ResizePodGroup(size),
+                    Action::Event(EventNote::normal("UpdatedPodGroup", note)),
+                ],
+                Some(STEADY_REQUEUE),
+            )
+        }
+        // Neither changes until the object does: no timer.
+        Change::KubeRayGangScheduled { message } => (
+            vec![Action::Event(EventNote::warning(
+                REASON_KUBERAY_GANG,
+                message,
+            ))],
+            None,
+        ),
+        Change::Skipped { message } => (
+            vec![Action::Event(EventNote::warning(REASON_SKIPPED, message))],
+            None,
+        ),
+    };
+    Decision {
+        actions,
+        requeue_after,
+    }
+}
+
+/// What the object's PodGroup needs: the judgement behind [`decide`].
+pub fn change(owner: Owner<'_>, observed: &Observed<'_>) -> Change {
     if let Some(message) = kuberay_gang_evidence(owner, observed) {
-        return Plan::KubeRayGangScheduled { message };
+        return Change::KubeRayGangScheduled { message };
     }
     let wanted = match owner {
         Owner::RayJob(job) => ray_job_target(job, observed),
         Owner::RayCluster(cluster) => ray_cluster_target(cluster),
     };
     match wanted {
-        Target::None => Plan::InSync,
-        Target::Skip(message) => Plan::Skipped { message },
+        Target::None => Change::InSync,
+        Target::Skip(message) => Change::Skipped { message },
         Target::Zero => match observed.pod_group {
             Some(live) => resize(live, 0, BTreeMap::new()),
             // Nothing holds resources; creating an empty gang would only add an object.
-            None => Plan::InSync,
+            None => Change::InSync,
         },
         Target::Settle(gang) => match observed.pod_group {
             Some(live) => resize(live, gang.min_member, quantities(gang)),
-            None => Plan::InSync,
+            None => Change::InSync,
         },
         Target::Desired(pg) => match observed.pod_group {
             None => {
@@ -138,7 +211,7 @@ pub fn decide(owner: Owner<'_>, observed: &Observed<'_>) -> Plan {
                     keys::MANAGED_BY_LABEL.to_string(),
                     keys::MANAGED_BY_RAYGATE.to_string(),
                 );
-                Plan::Create(Box::new(pg))
+                Change::Create(Box::new(pg))
             }
             Some(live) => resize(
                 live,
@@ -231,15 +304,15 @@ fn ray_cluster_target(cluster: &RayCluster) -> Target {
     }
 }
 
-fn resize(live: &PodGroup, min_member: i32, min_resources: BTreeMap<String, Quantity>) -> Plan {
+fn resize(live: &PodGroup, min_member: i32, min_resources: BTreeMap<String, Quantity>) -> Change {
     if !sizing::pod_group_holds_gang(&live.spec, min_member, &min_resources) {
-        Plan::Resize {
+        Change::Resize(PodGroupSize {
             name: live.metadata.name.clone().unwrap_or_default(),
             min_member,
             min_resources,
-        }
+        })
     } else {
-        Plan::InSync
+        Change::InSync
     }
 }
 

@@ -116,6 +116,42 @@ pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 /// ones), in names raygate shows before the object exists.
 pub const GENERATED_SUFFIX: &str = "<random>";
 
+// KubeRay's object vocabulary: the labels, annotations and ports of the Pods and Services
+// raygate builds as KubeRay v1.7 does (docs/upstream.md).
+
+/// `ray.io/node-type` of the head Pod.
+pub const HEAD_NODE_TYPE: &str = "head";
+/// `ray.io/node-type` of worker Pods.
+pub const WORKER_NODE_TYPE: &str = "worker";
+/// `ray.io/group` of the head Pod.
+pub const HEAD_GROUP: &str = "headgroup";
+/// Label `ray.io/identifier` (`<cluster>-head` / `<cluster>-worker`).
+pub const IDENTIFIER_LABEL: &str = "ray.io/identifier";
+/// Label `ray.io/is-ray-node` (`yes`).
+pub const IS_RAY_NODE_LABEL: &str = "ray.io/is-ray-node";
+/// Label `app.kubernetes.io/name` (`kuberay`).
+pub const APP_NAME_LABEL: &str = "app.kubernetes.io/name";
+/// Label `app.kubernetes.io/created-by`, on everything the RayCluster and RayJob controllers
+/// create.
+pub const CREATED_BY_LABEL: &str = "app.kubernetes.io/created-by";
+/// Value of [`CREATED_BY_LABEL`]: KubeRay's, so tools that select on it keep working.
+pub const CREATED_BY_VALUE: &str = "kuberay-operator";
+/// Annotation that keeps the user's container command untouched.
+pub const OVERWRITE_CONTAINER_CMD_ANNOTATION: &str = "ray.io/overwrite-container-cmd";
+/// Default Kubernetes cluster DNS domain.
+pub const DEFAULT_CLUSTER_DOMAIN: &str = "cluster.local";
+/// Default GCS port of the head.
+pub const DEFAULT_GCS_PORT: i32 = 6379;
+/// Default dashboard port of the head.
+pub const DEFAULT_DASHBOARD_PORT: i32 = 8265;
+/// Default Ray client port of the head.
+pub const DEFAULT_CLIENT_PORT: i32 = 10001;
+/// Name of the head Service KubeRay gives `owner` (a RayCluster, or a RayJob's own head
+/// Service): `<owner>-head-svc`.
+pub fn head_service_name(owner: &str) -> String {
+    format!("{owner}-head-svc")
+}
+
 /// The name to show for an object: its `name`, else its `generateName` followed by
 /// [`GENERATED_SUFFIX`], else `<unnamed>`.
 pub fn display_name(name: Option<&str>, generate_name: Option<&str>) -> String {

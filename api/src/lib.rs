@@ -19,6 +19,7 @@ pub mod cluster;
 pub mod coexist;
 pub mod conversion;
 pub mod crd;
+pub mod decision;
 pub mod features;
 pub mod finding;
 pub mod input;

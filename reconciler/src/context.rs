@@ -20,9 +20,6 @@ use crate::Config;
 use crate::dashboard::DashboardError;
 use crate::metrics::Metrics;
 
-/// Steady-state requeue, as KubeRay's `RAYCLUSTER_DEFAULT_REQUEUE_SECONDS_ENV` default: the
-/// watches carry every change, this only repairs a missed event.
-pub const STEADY_REQUEUE: Duration = Duration::from_secs(300);
 /// Requeue after a failed reconcile.
 pub const ERROR_REQUEUE: Duration = Duration::from_secs(2);
 /// Requeue after a conflict: the object changed under the pass, which is retried at once on
@@ -31,7 +28,7 @@ pub const CONFLICT_REQUEUE: Duration = Duration::from_millis(500);
 
 /// Why one reconcile failed; the controller retries it ([`error_policy`]).
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub enum ReconcileError {
     /// A read or write against the API server failed.
     #[error("{action}: {source}")]
     Api {
@@ -69,13 +66,13 @@ pub enum Error {
     },
 }
 
-impl Error {
+impl ReconcileError {
     /// Whether the pass lost a race with another writer (stale object or HTTP 409), which a
     /// quick retry on the new version resolves.
     pub fn is_conflict(&self) -> bool {
         match self {
-            Error::Stale { .. } => true,
-            Error::Api {
+            ReconcileError::Stale { .. } => true,
+            ReconcileError::Api {
                 source: kube::Error::Api(status),
                 ..
             } => status.code == 409,
@@ -84,10 +81,10 @@ impl Error {
     }
 }
 
-/// Maps a client error to [`Error::Api`] with what was being done.
-pub fn api_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+/// Maps a client error to [`ReconcileError::Api`] with what was being done.
+pub fn api_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> ReconcileError {
     let action = action.into();
-    move |source| Error::Api { action, source }
+    move |source| ReconcileError::Api { action, source }
 }
 
 /// Whether a client error is an API status with HTTP code `code`.
@@ -97,7 +94,11 @@ pub fn is_status(error: &kube::Error, code: u16) -> bool {
 
 /// The error policy of every controller: logs the failure with the object's key and retries
 /// it, soon after a conflict ([`CONFLICT_REQUEUE`]), else after [`ERROR_REQUEUE`].
-pub fn error_policy<K: Resource, S>(object: Arc<K>, error: &Error, _shared: Arc<S>) -> Action {
+pub fn error_policy<K: Resource, S>(
+    object: Arc<K>,
+    error: &ReconcileError,
+    _shared: Arc<S>,
+) -> Action {
     let key = format!(
         "{}/{}",
         object.namespace().unwrap_or_default(),
@@ -181,7 +182,7 @@ impl Context {
         config: Config,
         metrics: Arc<Metrics>,
         shutdown: Shutdown,
-    ) -> Result<Arc<Context>, crate::Error> {
+    ) -> Result<Arc<Context>, crate::runtime::Error> {
         let mut watch_config = watcher::Config::default();
         if let Some(selector) = config.namespace_selector.as_deref() {
             watch_config = watch_config.labels(selector);
@@ -189,7 +190,7 @@ impl Context {
             Api::<Namespace>::all(client.clone())
                 .list_metadata(&ListParams::default().labels(selector).limit(1))
                 .await
-                .map_err(|source| crate::Error::NamespaceSelector {
+                .map_err(|source| crate::runtime::Error::NamespaceSelector {
                     selector: selector.to_string(),
                     source,
                 })?;
@@ -213,7 +214,7 @@ impl Context {
             }
         });
         tokio::select! {
-            ready = store.wait_until_ready() => ready.map_err(|_| crate::Error::NamespaceCache)?,
+            ready = store.wait_until_ready() => ready.map_err(|_| crate::runtime::Error::NamespaceCache)?,
             () = shutdown.clone().wait() => {}
         }
         Ok(Arc::new(Context {
@@ -273,7 +274,7 @@ mod tests {
 
     use super::*;
 
-    fn api(code: u16) -> Error {
+    fn api(code: u16) -> ReconcileError {
         api_error("patch RayJob ns/demo")(kube::Error::Api(Box::new(
             Status::failure("refused", "Reason").with_code(code),
         )))
@@ -282,7 +283,7 @@ mod tests {
     #[test]
     fn conflicts_are_retried_soon_and_other_failures_later() {
         let object = Arc::new(ConfigMap::default());
-        let stale = Error::Stale {
+        let stale = ReconcileError::Stale {
             kind: "RayJob",
             seen: "1".into(),
             now: "2".into(),
@@ -294,7 +295,11 @@ mod tests {
                 Action::requeue(CONFLICT_REQUEUE)
             );
         }
-        for failure in [api(500), api(404), Error::Unnamed { kind: "RayCluster" }] {
+        for failure in [
+            api(500),
+            api(404),
+            ReconcileError::Unnamed { kind: "RayCluster" },
+        ] {
             assert!(!failure.is_conflict(), "{failure}");
             assert_eq!(
                 error_policy(object.clone(), &failure, Arc::new(())),
@@ -306,7 +311,7 @@ mod tests {
     #[test]
     fn messages_name_the_kind_and_the_action() {
         assert_eq!(
-            Error::Unnamed { kind: "RayJob" }.to_string(),
+            ReconcileError::Unnamed { kind: "RayJob" }.to_string(),
             "RayJob without namespace or name"
         );
         assert!(api(500).to_string().starts_with("patch RayJob ns/demo: "));

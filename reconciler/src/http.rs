@@ -21,10 +21,10 @@ use crate::metrics::Metrics;
 ///
 /// # Errors
 /// When the address cannot be bound.
-pub async fn bind(addr: SocketAddr) -> Result<TcpListener, crate::Error> {
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener, crate::runtime::Error> {
     TcpListener::bind(addr)
         .await
-        .map_err(|source| crate::Error::Bind { addr, source })
+        .map_err(|source| crate::runtime::Error::Bind { addr, source })
 }
 
 /// Serves health and metrics on `listener` until `shutdown` fires.

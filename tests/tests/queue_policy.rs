@@ -6,6 +6,7 @@
 //! QueuePolicies and Queues are cluster-scoped: every one created here has a unique name and a
 //! namespace selector that matches only this test's namespaces, and is deleted at the end.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -17,6 +18,8 @@ use raygate_api::keys;
 use raygate_api::queue_policy::{QueuePolicy, QueuePolicySpec};
 use raygate_api::volcano::Queue;
 use raygate_e2e::{Env, TestNamespace};
+use raygate_reconciler::controllers::queue_policy;
+use raygate_reconciler::{Config, Context, Metrics, Shutdown};
 use serde_json::{Value, json};
 
 /// How long a status or cache change may take to show.
@@ -80,16 +83,17 @@ async fn status_reports_observed_generation_and_matched_namespaces() {
     let _d =
         TestNamespace::with_labels(&env, "qp-status-d", &[default_label, (MARKER, &marker)]).await;
 
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let controller = tokio::spawn(raygate_reconciler::queue_policy::run(
-        client.clone(),
-        format!("{}={}", opt_in.0, opt_in.1)
+    let (stop, shutdown) = Shutdown::new();
+    let config = Config {
+        opt_in_label: format!("{}={}", opt_in.0, opt_in.1)
             .parse()
             .expect("a label"),
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+        ..Config::default()
+    };
+    let context = Context::start(client.clone(), config, Arc::new(Metrics::new()), shutdown)
+        .await
+        .expect("the Namespace cache starts");
+    let controller = tokio::spawn(queue_policy::run(context));
 
     let policies: Api<QueuePolicy> = Api::all(client.clone());
     let name = format!("{marker}-status");
@@ -118,7 +122,7 @@ async fn status_reports_observed_generation_and_matched_namespaces() {
         .delete(&name, &DeleteParams::default())
         .await
         .expect("delete QueuePolicy");
-    let _ = stop.send(());
+    stop.fire();
     tokio::time::timeout(Duration::from_secs(30), controller)
         .await
         .expect("the controller stops on shutdown")

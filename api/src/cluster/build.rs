@@ -15,14 +15,13 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::{
-    APP_NAME_LABEL, CREATED_BY_LABEL, DEFAULT_CLIENT_PORT, DEFAULT_CLUSTER_DOMAIN,
-    DEFAULT_DASHBOARD_PORT, DEFAULT_GCS_PORT, HEAD_GROUP, HEAD_NODE_TYPE, IDENTIFIER_LABEL,
-    IS_RAY_NODE_LABEL, OVERWRITE_CONTAINER_CMD_ANNOTATION, WORKER_NODE_TYPE,
-};
 use serde_json::Value;
 
-use crate::keys;
+use crate::keys::{
+    self, APP_NAME_LABEL, CREATED_BY_LABEL, CREATED_BY_VALUE, DEFAULT_CLIENT_PORT,
+    DEFAULT_CLUSTER_DOMAIN, DEFAULT_DASHBOARD_PORT, DEFAULT_GCS_PORT, HEAD_GROUP, HEAD_NODE_TYPE,
+    IDENTIFIER_LABEL, IS_RAY_NODE_LABEL, OVERWRITE_CONTAINER_CMD_ANNOTATION, WORKER_NODE_TYPE,
+};
 use crate::quantity::ResourceQuantity;
 use crate::ray::v1::{RayCluster, WorkerGroupSpec};
 
@@ -84,7 +83,7 @@ pub fn head_service_name(cluster: &RayCluster) -> String {
         .as_ref()
         .and_then(|s| s.metadata.name.clone())
         .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| format!("{}-head-svc", name_of(cluster)))
+        .unwrap_or_else(|| keys::head_service_name(name_of(cluster)))
 }
 
 /// Fully qualified DNS name of the head Service.
@@ -186,7 +185,7 @@ pub fn build_head_service(cluster: &RayCluster, options: &BuildOptions) -> Servi
         template_app_name.unwrap_or_else(|| "kuberay".to_string()),
     );
     labels.extend(selector.clone());
-    labels.insert(CREATED_BY_LABEL.to_string(), "kuberay-operator".to_string());
+    labels.insert(CREATED_BY_LABEL.to_string(), CREATED_BY_VALUE.to_string());
     let mut annotations = service.metadata.annotations.take().unwrap_or_default();
     annotations.extend(
         cluster
@@ -472,7 +471,7 @@ pub fn build_pod(
             identifier(cluster_name, node_type),
         ),
         (APP_NAME_LABEL.to_string(), "kuberay".to_string()),
-        (CREATED_BY_LABEL.to_string(), "kuberay-operator".to_string()),
+        (CREATED_BY_LABEL.to_string(), CREATED_BY_VALUE.to_string()),
     ]);
     labels.extend(template_meta.labels.clone().unwrap_or_default());
     labels.extend(group_labels.cloned().unwrap_or_default());

@@ -9,13 +9,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{Pod, Service};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Resource;
 
 use super::build::{self, BuildOptions, PodRole};
 use super::status::{self, StatusInput, is_terminating, node_type, phase};
-use super::{HEAD_NODE_TYPE, WORKER_NODE_TYPE};
+use crate::decision::{self, Decision, EventNote, PodGroupSize, STEADY_REQUEUE};
+use crate::keys::{HEAD_NODE_TYPE, WORKER_NODE_TYPE};
 use crate::onboarding::{self, GangMembership, Labels, RayPodRole};
 use crate::ray::v1::{RayCluster, RayClusterStatus, WorkerGroupSpec};
 use crate::sizing::{self, SizingError};
@@ -34,24 +34,29 @@ pub struct Observed<'a> {
     pub volcano: bool,
     /// The current time (status timestamps).
     pub now: &'a Time,
+    /// A write of this pass that failed: the decision is then only the status that says so.
+    pub failed_write: Option<FailedWrite<'a>>,
 }
 
-/// One write to the API server.
+/// A write the API server refused: its [`decision::Action::failure_reason`] and the error.
+#[derive(Clone, Copy, Debug)]
+pub struct FailedWrite<'a> {
+    /// KubeRay's reason, e.g. `FailedCreateWorkerPod`.
+    pub reason: &'a str,
+    /// The error, as reported.
+    pub message: &'a str,
+}
+
+/// One write to the API server, or an Event about the cluster.
 #[derive(Clone, Debug)]
 pub enum Action {
     /// Create the head Service (AlreadyExists is success).
     CreateService(Box<Service>),
     /// Create the cluster's PodGroup (AlreadyExists is success).
     CreatePodGroup(Box<PodGroup>),
-    /// Set `spec.minMember` and `spec.minResources` of the PodGroup, nothing else.
-    ResizePodGroup {
-        /// PodGroup name.
-        name: String,
-        /// New `spec.minMember`.
-        min_member: i32,
-        /// New `spec.minResources`.
-        min_resources: BTreeMap<String, Quantity>,
-    },
+    /// Set `spec.minMember` and `spec.minResources` of the PodGroup, nothing else (NotFound is
+    /// success: its deletion wakes the next reconcile, which creates it again).
+    ResizePodGroup(PodGroupSize),
     /// Delete a Pod (NotFound is success), guarded by its UID.
     DeletePod {
         /// Pod name.
@@ -63,26 +68,45 @@ pub enum Action {
     },
     /// Create a Pod (AlreadyExists is success: a stale view asked for a name that exists).
     CreatePod(Box<Pod>),
+    /// Merge-patch the status subresource with this status (written only when it changed).
+    UpdateStatus(Box<RayClusterStatus>),
+    /// Record an Event on the cluster.
+    Event(EventNote),
 }
 
-/// The outcome of [`decide`].
-#[derive(Clone, Debug)]
-pub struct Plan {
-    /// Writes to make, in order.
-    pub actions: Vec<Action>,
-    /// The status after this pass (write it when [`status::changed`] says so).
-    pub status: RayClusterStatus,
-    /// Warnings to surface as events (e.g. onboarding values left alone).
-    pub warnings: Vec<String>,
+impl decision::Action for Action {
+    fn event(&self) -> Option<&EventNote> {
+        match self {
+            Action::Event(note) => Some(note),
+            _ => None,
+        }
+    }
+
+    fn failure_reason(&self) -> Option<&'static str> {
+        Some(match self {
+            Action::CreateService(_) => "FailedToCreateService",
+            Action::CreatePodGroup(_) => "FailedToCreatePodGroup",
+            Action::ResizePodGroup(_) => "FailedToUpdatePodGroup",
+            Action::DeletePod { .. } => "FailedDeleteWorkerPod",
+            Action::CreatePod(pod) if is_head(pod) => "FailedCreateHeadPod",
+            Action::CreatePod(_) => "FailedCreateWorkerPod",
+            Action::UpdateStatus(_) | Action::Event(_) => return None,
+        })
+    }
 }
 
-/// Decides one reconcile of `cluster`.
+fn is_head(pod: &Pod) -> bool {
+    node_type(pod) == Some(HEAD_NODE_TYPE)
+}
+
+/// Decides one reconcile of `cluster`: the writes, each followed by the Event it earns, then
+/// the status when it changed.
 pub fn decide(
     cluster: &RayCluster,
     observed: &Observed<'_>,
     validation: &ValidationContext,
     options: &BuildOptions,
-) -> Plan {
+) -> Decision<Action> {
     let mut actions = Vec::new();
     let mut warnings = Vec::new();
     let failure = failure(cluster, validation);
@@ -108,11 +132,11 @@ pub fn decide(
 fn finish(
     cluster: &RayCluster,
     observed: &Observed<'_>,
-    actions: Vec<Action>,
+    writes: Vec<Action>,
     warnings: Vec<String>,
     failure: Option<String>,
-) -> Plan {
-    let status = status::compute(
+) -> Decision<Action> {
+    let mut status = status::compute(
         cluster,
         &StatusInput {
             pods: observed.pods,
@@ -121,10 +145,65 @@ fn finish(
             now: observed.now,
         },
     );
-    Plan {
+    let mut actions = Vec::new();
+    if let Some(failed) = observed.failed_write {
+        status = status::with_replica_failure(status, failed.reason, failed.message, observed.now);
+    } else {
+        let namespace = cluster.metadata.namespace.as_deref().unwrap_or_default();
+        actions.extend(
+            warnings
+                .into_iter()
+                .map(|w| Action::Event(EventNote::warning("PodOnboarding", w))),
+        );
+        for write in writes {
+            let earned = earned_event(namespace, &write);
+            actions.push(write);
+            actions.extend(earned.map(Action::Event));
+        }
+        if let Some(reason) = &status.reason
+            && status::changed(cluster, &status)
+        {
+            actions.push(Action::Event(EventNote::warning(
+                "InvalidSpec",
+                reason.clone(),
+            )));
+        }
+    }
+    if status::changed(cluster, &status) {
+        actions.push(Action::UpdateStatus(Box::new(status::finish(
+            status,
+            observed.now,
+        ))));
+    }
+    Decision {
         actions,
-        status,
-        warnings,
+        requeue_after: Some(STEADY_REQUEUE),
+    }
+}
+
+/// The Normal Event a successful write records, as KubeRay records it.
+fn earned_event(namespace: &str, write: &Action) -> Option<EventNote> {
+    let name = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        meta.name.clone().unwrap_or_default()
+    };
+    match write {
+        Action::CreateService(service) => Some(EventNote::normal(
+            "CreatedService",
+            format!("Created service {namespace}/{}", name(&service.metadata)),
+        )),
+        Action::CreatePod(pod) => Some(EventNote::normal(
+            if is_head(pod) {
+                "CreatedHeadPod"
+            } else {
+                "CreatedWorkerPod"
+            },
+            format!("Created Pod {namespace}/{}", name(&pod.metadata)),
+        )),
+        Action::DeletePod { name, reason, .. } => Some(EventNote::normal(
+            "DeletedPod",
+            format!("Deleted Pod {namespace}/{name}: {reason}"),
+        )),
+        _ => None,
     }
 }
 
@@ -168,11 +247,11 @@ fn pod_group_actions(
         }
         Some(pg) => {
             if !sizing::pod_group_holds_gang(&pg.spec, min_member, &min_resources) {
-                actions.push(Action::ResizePodGroup {
+                actions.push(Action::ResizePodGroup(PodGroupSize {
                     name: wanted.metadata.name.clone().unwrap_or_default(),
                     min_member,
                     min_resources,
-                });
+                }));
             }
         }
     }

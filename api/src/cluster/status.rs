@@ -8,8 +8,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::Value;
 
-use super::{HEAD_NODE_TYPE, WORKER_NODE_TYPE};
 use crate::keys;
+use crate::keys::{HEAD_NODE_TYPE, WORKER_NODE_TYPE};
 use crate::quantity::ResourceQuantity;
 use crate::ray::v1::{HeadInfo, RayCluster, RayClusterStatus, WorkerGroupSpec};
 use crate::sizing;

@@ -159,8 +159,8 @@ fn the_namespace_label_chooses_the_reconciler_and_the_flag_is_the_default() {
 
 #[test]
 fn a_new_rayjob_gets_raygates_podgroup_without_the_submitter_in_min_member() {
-    let plan = decide(Owner::RayJob(&ray_job("", "")), &observed(None, None));
-    let Plan::Create(pg) = plan else {
+    let plan = change(Owner::RayJob(&ray_job("", "")), &observed(None, None));
+    let Change::Create(pg) = plan else {
         panic!("expected Create, got {plan:?}")
     };
     assert_plan!(pg.metadata.name.as_deref(), Some("ray-demo-pg"));
@@ -191,33 +191,33 @@ fn a_running_rayjob_follows_its_spec() {
     let running = "status: {jobDeploymentStatus: Running}";
     let pg = ours(5, JOB_GANG);
     assert_plan!(
-        decide(
+        change(
             Owner::RayJob(&ray_job("", running)),
             &observed(Some(&pg), None)
         ),
-        Plan::InSync
+        Change::InSync
     );
     let drifted = ours(3, &[("cpu", "1")]);
     assert_plan!(
-        decide(
+        change(
             Owner::RayJob(&ray_job("", running)),
             &observed(Some(&drifted), None)
         ),
-        Plan::Resize {
+        Change::Resize(PodGroupSize {
             name: "ray-demo-pg".into(),
             min_member: 5,
             min_resources: resources(JOB_GANG),
-        }
+        })
     );
 }
 
 #[test]
 fn http_mode_counts_no_submitter_resources() {
-    let plan = decide(
+    let plan = change(
         Owner::RayJob(&ray_job("  submissionMode: HTTPMode", "")),
         &observed(None, None),
     );
-    let Plan::Create(pg) = plan else {
+    let Change::Create(pg) = plan else {
         panic!("expected Create, got {plan:?}")
     };
     assert!(sizing::pod_group_holds_gang(
@@ -230,11 +230,11 @@ fn http_mode_counts_no_submitter_resources() {
 #[test]
 fn suspension_and_deletion_zero_the_group_and_create_none() {
     let pg = ours(5, JOB_GANG);
-    let zero = Plan::Resize {
+    let zero = Change::Resize(PodGroupSize {
         name: "ray-demo-pg".into(),
         min_member: 0,
         min_resources: BTreeMap::new(),
-    };
+    });
     for (spec, status) in [
         ("  suspend: true", ""),
         ("", "status: {jobDeploymentStatus: Suspending}"),
@@ -242,19 +242,19 @@ fn suspension_and_deletion_zero_the_group_and_create_none() {
     ] {
         let job = ray_job(spec, status);
         assert_plan!(
-            decide(Owner::RayJob(&job), &observed(Some(&pg), None)),
+            change(Owner::RayJob(&job), &observed(Some(&pg), None)),
             zero,
             "{spec} {status}"
         );
         assert_plan!(
-            decide(Owner::RayJob(&job), &observed(None, None)),
-            Plan::InSync
+            change(Owner::RayJob(&job), &observed(None, None)),
+            Change::InSync
         );
     }
     let mut deleting = ray_job("", "status: {jobDeploymentStatus: Running}");
     deleting.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
     assert_plan!(
-        decide(Owner::RayJob(&deleting), &observed(Some(&pg), None)),
+        change(Owner::RayJob(&deleting), &observed(Some(&pg), None)),
         zero
     );
     // Already zero (Volcano dropped the empty fields): nothing to write.
@@ -262,8 +262,8 @@ fn suspension_and_deletion_zero_the_group_and_create_none() {
     zeroed.spec.min_member = None;
     zeroed.spec.min_resources = None;
     assert_plan!(
-        decide(Owner::RayJob(&deleting), &observed(Some(&zeroed), None)),
-        Plan::InSync
+        change(Owner::RayJob(&deleting), &observed(Some(&zeroed), None)),
+        Change::InSync
     );
 }
 
@@ -273,51 +273,56 @@ fn a_finished_rayjob_holds_only_its_live_cluster() {
     let complete = ray_job("", "status: {jobDeploymentStatus: Complete}");
     let cluster = live_cluster("");
     assert_plan!(
-        decide(
+        change(
             Owner::RayJob(&complete),
             &observed(Some(&pg), Some(&cluster))
         ),
-        Plan::Resize {
+        Change::Resize(PodGroupSize {
             name: "ray-demo-pg".into(),
             min_member: 5,
             min_resources: resources(CLUSTER_GANG),
-        }
+        })
     );
     for status in ["Complete", "Failed", "Retrying"] {
         let job = ray_job("", &format!("status: {{jobDeploymentStatus: {status}}}"));
         assert_plan!(
-            decide(Owner::RayJob(&job), &observed(Some(&pg), None)),
-            Plan::Resize {
+            change(Owner::RayJob(&job), &observed(Some(&pg), None)),
+            Change::Resize(PodGroupSize {
                 name: "ray-demo-pg".into(),
                 min_member: 0,
                 min_resources: BTreeMap::new(),
-            },
+            }),
             "{status}"
         );
     }
     let mut deleting = live_cluster("");
     deleting.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
     assert!(matches!(
-        decide(
+        change(
             Owner::RayJob(&complete),
             &observed(Some(&pg), Some(&deleting))
         ),
-        Plan::Resize { min_member: 0, .. }
+        Change::Resize(PodGroupSize { min_member: 0, .. })
     ));
 }
 
-#[test]
-fn a_rayjob_on_an_existing_cluster_is_skipped_with_a_reason() {
-    let job = job(r#"
+/// A RayJob run on an existing cluster (`clusterSelector`), which has no gang of its own.
+fn selector_job() -> RayJob {
+    job(r#"
 apiVersion: ray.io/v1
 kind: RayJob
 metadata: {name: demo, namespace: ml}
 spec:
   entrypoint: python x.py
   clusterSelector: {ray.io/cluster: shared}
-"#);
-    let plan = decide(Owner::RayJob(&job), &observed(None, None));
-    let Plan::Skipped { message } = plan else {
+"#)
+}
+
+#[test]
+fn a_rayjob_on_an_existing_cluster_is_skipped_with_a_reason() {
+    let job = selector_job();
+    let plan = change(Owner::RayJob(&job), &observed(None, None));
+    let Change::Skipped { message } = plan else {
         panic!("expected Skipped, got {plan:?}")
     };
     assert!(message.contains("clusterSelector"), "{message}");
@@ -325,8 +330,8 @@ spec:
 
 #[test]
 fn a_standalone_cluster_gets_its_own_group_zeroed_while_suspended() {
-    let plan = decide(Owner::RayCluster(&standalone("")), &observed(None, None));
-    let Plan::Create(pg) = plan else {
+    let plan = change(Owner::RayCluster(&standalone("")), &observed(None, None));
+    let Change::Create(pg) = plan else {
         panic!("expected Create, got {plan:?}")
     };
     assert_plan!(pg.metadata.name.as_deref(), Some("ray-raycluster-pg"));
@@ -338,15 +343,15 @@ fn a_standalone_cluster_gets_its_own_group_zeroed_while_suspended() {
     let mut live = ours(5, CLUSTER_GANG);
     live.metadata.name = Some("ray-raycluster-pg".into());
     assert_plan!(
-        decide(
+        change(
             Owner::RayCluster(&standalone("    suspend: true")),
             &observed(Some(&live), None)
         ),
-        Plan::Resize {
+        Change::Resize(PodGroupSize {
             name: "ray-raycluster-pg".into(),
             min_member: 0,
             min_resources: BTreeMap::new(),
-        }
+        })
     );
 }
 
@@ -365,15 +370,15 @@ fn a_rayjobs_cluster_has_no_group_of_its_own() {
     ]);
     assert_eq!(cluster_ray_job(&owned), Some("demo"));
     assert_plan!(
-        decide(Owner::RayCluster(&owned), &observed(None, None)),
-        Plan::InSync
+        change(Owner::RayCluster(&owned), &observed(None, None)),
+        Change::InSync
     );
     let cluster = live_cluster(
         "  labels: {ray.io/originated-from-crd: RayJob, ray.io/originated-from-cr-name: demo}",
     );
     assert_plan!(
-        decide(Owner::RayCluster(&cluster), &observed(None, None)),
-        Plan::InSync
+        change(Owner::RayCluster(&cluster), &observed(None, None)),
+        Change::InSync
     );
 }
 
@@ -393,9 +398,9 @@ fn kuberays_own_volcano_adapter_is_detected_and_left_alone() {
     // A group under raygate's name that raygate did not create.
     let mut foreign = ours(5, JOB_GANG);
     foreign.metadata.labels = None;
-    let plan = decide(Owner::RayJob(&job), &observed(Some(&foreign), None));
+    let plan = change(Owner::RayJob(&job), &observed(Some(&foreign), None));
     assert!(
-        matches!(&plan, Plan::KubeRayGangScheduled { message } if message.contains("ray-demo-pg")),
+        matches!(&plan, Change::KubeRayGangScheduled { message } if message.contains("ray-demo-pg")),
         "{plan:?}"
     );
     // raygate's group, re-sized by another manager.
@@ -411,25 +416,104 @@ fn kuberays_own_volcano_adapter_is_detected_and_left_alone() {
             serde_json::json!({"f:spec": {"f:minResources": {"f:cpu": {}}}}),
         ),
     ]);
-    let plan = decide(Owner::RayJob(&job), &observed(Some(&resized), None));
+    let plan = change(Owner::RayJob(&job), &observed(Some(&resized), None));
     assert!(
-        matches!(&plan, Plan::KubeRayGangScheduled { message } if message.contains("\"kuberay-operator\"")),
+        matches!(&plan, Change::KubeRayGangScheduled { message } if message.contains("\"kuberay-operator\"")),
         "{plan:?}"
     );
     // Only raygate and Volcano's status writes: raygate's.
     resized.metadata.managed_fields.as_mut().unwrap().pop();
     assert_plan!(
-        decide(Owner::RayJob(&job), &observed(Some(&resized), None)),
-        Plan::InSync
+        change(Owner::RayJob(&job), &observed(Some(&resized), None)),
+        Change::InSync
     );
     // A RayJob cluster annotated for a group: KubeRay's K8sJobMode adapter.
     let annotated = live_cluster("  annotations: {scheduling.k8s.io/group-name: ray-demo-pg}");
-    let plan = decide(
+    let plan = change(
         Owner::RayJob(&job),
         &observed(Some(&resized), Some(&annotated)),
     );
     assert!(
-        matches!(plan, Plan::KubeRayGangScheduled { .. }),
+        matches!(plan, Change::KubeRayGangScheduled { .. }),
         "{plan:?}"
+    );
+}
+
+/// The reasons and requeues of [`decide`]'s actions, in order.
+fn outline(decision: &Decision<Action>) -> (Vec<String>, Option<std::time::Duration>) {
+    let steps = decision
+        .actions
+        .iter()
+        .map(|action| match action {
+            Action::CreatePodGroup(pg) => {
+                format!("create {}", pg.metadata.name.as_deref().unwrap_or_default())
+            }
+            Action::ResizePodGroup(size) => format!("resize {} {}", size.name, size.min_member),
+            Action::Event(note) => format!("{} {}: {}", note.warning, note.reason, note.message),
+        })
+        .collect();
+    (steps, decision.requeue_after)
+}
+
+#[test]
+fn each_change_is_a_write_followed_by_its_event_or_a_warning_that_waits_for_a_change() {
+    let (steps, requeue) = outline(&decide(
+        Owner::RayJob(&ray_job("", "")),
+        &observed(None, None),
+    ));
+    assert_eq!(
+        steps,
+        [
+            "create ray-demo-pg",
+            "false CreatedPodGroup: Created PodGroup ray-demo-pg (minMember 5)"
+        ]
+    );
+    assert_eq!(requeue, Some(STEADY_REQUEUE));
+
+    let drifted = ours(3, &[("cpu", "1")]);
+    let (steps, requeue) = outline(&decide(
+        Owner::RayJob(&ray_job("", "status: {jobDeploymentStatus: Running}")),
+        &observed(Some(&drifted), None),
+    ));
+    assert_eq!(
+        steps,
+        [
+            "resize ray-demo-pg 5",
+            "false UpdatedPodGroup: PodGroup ray-demo-pg resized to minMember 5"
+        ]
+    );
+    assert_eq!(requeue, Some(STEADY_REQUEUE));
+
+    let in_sync = ours(5, JOB_GANG);
+    let (steps, requeue) = outline(&decide(
+        Owner::RayJob(&ray_job("", "status: {jobDeploymentStatus: Running}")),
+        &observed(Some(&in_sync), None),
+    ));
+    assert!(steps.is_empty(), "{steps:?}");
+    assert_eq!(requeue, Some(STEADY_REQUEUE));
+
+    let (steps, requeue) = outline(&decide(
+        Owner::RayJob(&selector_job()),
+        &observed(None, None),
+    ));
+    assert_eq!(steps.len(), 1);
+    assert!(
+        steps[0].starts_with(&format!("true {REASON_SKIPPED}: ")),
+        "{steps:?}"
+    );
+    assert_eq!(requeue, None);
+}
+
+#[test]
+fn failed_writes_carry_kuberays_reasons() {
+    use crate::decision::Action as _;
+    let create = Action::CreatePodGroup(Box::new(ours(5, JOB_GANG)));
+    assert_eq!(create.failure_reason(), Some("FailedToCreatePodGroup"));
+    assert!(create.event().is_none());
+    let event = Action::Event(EventNote::normal("CreatedPodGroup", "x"));
+    assert_eq!(event.failure_reason(), None);
+    assert_eq!(
+        event.event().map(|n| n.reason.as_str()),
+        Some("CreatedPodGroup")
     );
 }

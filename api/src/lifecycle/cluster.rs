@@ -7,10 +7,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::Resource;
 use serde_json::{Map, Value, json};
 
-use super::{DEFAULT_DASHBOARD_PORT, SubmissionMode, submitter};
+use super::{SubmissionMode, submitter};
 use crate::cluster::build::identifier;
-use crate::cluster::{BuildOptions, HEAD_NODE_TYPE, IDENTIFIER_LABEL, build_head_service};
-use crate::keys;
+use crate::cluster::{BuildOptions, build_head_service};
+use crate::keys::{self, DEFAULT_DASHBOARD_PORT, HEAD_NODE_TYPE, IDENTIFIER_LABEL};
 use crate::preserve::keep_unknown_fields;
 use crate::ray::v1::{RayCluster, RayClusterSpec, RayJob};
 
@@ -120,10 +120,7 @@ pub fn ray_cluster_for_job(
 
 /// Name of the RayJob head Service: `<rayjob>-head-svc`.
 pub fn job_head_service_name(job: &RayJob) -> String {
-    format!(
-        "{}-head-svc",
-        job.metadata.name.as_deref().unwrap_or_default()
-    )
+    keys::head_service_name(job.metadata.name.as_deref().unwrap_or_default())
 }
 
 /// The RayJob head Service (docs/upstream.md, "KubeRay: RayJob head Service"): the head Service of

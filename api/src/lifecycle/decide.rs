@@ -14,9 +14,9 @@ use super::cluster::{
 use super::gang::gang_wait_message;
 use super::submitter::{submit_request, submitter_job};
 use super::{
-    Action, DEFAULT_REQUEUE, Decision, DeploymentStatus, EventNote, RayJobObservation,
-    SUBMITTER_CONTAINER, SUBMITTER_FINISHED_TIMEOUT_SECONDS, Snapshot, SubmissionMode,
-    is_terminal_job_status,
+    Action, DEFAULT_REQUEUE, Decision, DeploymentStatus, EventNote, PodGroupSize,
+    RayJobObservation, SUBMITTER_CONTAINER, SUBMITTER_FINISHED_TIMEOUT_SECONDS, Snapshot,
+    SubmissionMode, is_terminal_job_status,
 };
 use crate::cluster::BuildOptions;
 use crate::features::Feature;
@@ -1009,11 +1009,11 @@ impl<'s, 'a> Pass<'s, 'a> {
                 let min_member = pod_group.spec.min_member.unwrap_or(0);
                 let min_resources = pod_group.spec.min_resources.unwrap_or_default();
                 if !sizing::pod_group_holds_gang(&live.spec, min_member, &min_resources) {
-                    self.actions.push(Action::ResizePodGroup {
+                    self.actions.push(Action::ResizePodGroup(PodGroupSize {
                         name: live.metadata.name.clone().unwrap_or_default(),
                         min_member,
                         min_resources,
-                    });
+                    }));
                 }
             }
         }
@@ -1056,11 +1056,11 @@ impl<'s, 'a> Pass<'s, 'a> {
         };
         if !sizing::pod_group_holds_gang(&live.spec, min_member, &min_resources) {
             let name = live.metadata.name.clone().unwrap_or_default();
-            self.actions.push(Action::ResizePodGroup {
+            self.actions.push(Action::ResizePodGroup(PodGroupSize {
                 name: name.clone(),
                 min_member,
                 min_resources,
-            });
+            }));
             self.event(
                 false,
                 "BatchSchedulerCleanedUp",

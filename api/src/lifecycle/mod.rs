@@ -22,12 +22,10 @@ mod submitter;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, Service};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -36,6 +34,7 @@ use crate::features::FeatureGates;
 use crate::ray::v1::{RayCluster, RayJob, RayJobStatus};
 use crate::volcano::PodGroup;
 
+pub use crate::decision::{EventNote, PodGroupSize};
 pub use cluster::{
     dashboard_url, job_head_service, job_head_service_name, job_head_service_patch,
     ray_cluster_for_job, ray_cluster_object,
@@ -46,8 +45,6 @@ pub use submitter::{SubmitCommandError, submit_command, submitter_job, submitter
 
 /// Name of the submitter container (KubeRay).
 pub const SUBMITTER_CONTAINER: &str = "ray-job-submitter";
-/// Default Ray dashboard port.
-pub const DEFAULT_DASHBOARD_PORT: i32 = 8265;
 /// KubeRay's default requeue interval.
 pub const DEFAULT_REQUEUE: Duration = Duration::from_secs(3);
 /// How long a submitter may be finished while Ray still reports a non-terminal job.
@@ -292,17 +289,6 @@ pub struct Snapshot<'a> {
     pub fresh: FreshSuffixes,
 }
 
-/// A Kubernetes Event about the RayJob.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EventNote {
-    /// Warning (true) or Normal.
-    pub warning: bool,
-    /// CamelCase reason, e.g. `CreatedRayCluster`.
-    pub reason: String,
-    /// Human-readable message.
-    pub message: String,
-}
-
 /// One step of a decision. Each is idempotent by name.
 #[derive(Clone, Debug)]
 pub enum Action {
@@ -314,14 +300,7 @@ pub enum Action {
     CreatePodGroup(Box<PodGroup>),
     /// Patch `spec.minMember` and `spec.minResources` of the PodGroup (missing = create
     /// nothing; the next pass creates it where needed).
-    ResizePodGroup {
-        /// PodGroup name.
-        name: String,
-        /// New `minMember`.
-        min_member: i32,
-        /// New `minResources`.
-        min_resources: BTreeMap<String, Quantity>,
-    },
+    ResizePodGroup(PodGroupSize),
     /// Create the RayCluster (already exists = success).
     CreateRayCluster(Box<RayCluster>),
     /// Create the RayJob head Service (already exists = success).
@@ -376,12 +355,24 @@ pub enum Action {
 }
 
 /// What to do, and when to look again.
-#[derive(Clone, Debug, Default)]
-pub struct Decision {
-    /// Actions in order; the executor stops at the first failure.
-    pub actions: Vec<Action>,
-    /// Reconcile again after this long even if nothing changes (`None`: wait for a watch event).
-    pub requeue_after: Option<Duration>,
+pub type Decision = crate::decision::Decision<Action>;
+
+impl crate::decision::Action for Action {
+    fn event(&self) -> Option<&EventNote> {
+        match self {
+            Action::Event(note) => Some(note),
+            _ => None,
+        }
+    }
+
+    fn failure_reason(&self) -> Option<&'static str> {
+        match self {
+            Action::CreateRayCluster(_) => Some("FailedToCreateRayCluster"),
+            Action::CreateService(_) => Some("FailedToCreateService"),
+            Action::CreateSubmitterJob(_) => Some("FailedToCreateRayJobSubmitter"),
+            _ => None,
+        }
+    }
 }
 
 /// Where to ask about the Ray job in this pass: `(dashboardURL, submission id)`.

@@ -20,11 +20,6 @@ use crate::ray::v1::{RayClusterSpec, RayJob};
 use crate::validation::k8s::go_quote;
 use crate::validation::version::{MetadataVersionError, check_metadata_version};
 
-/// Label KubeRay puts on everything it creates.
-pub const CREATED_BY_LABEL: &str = "app.kubernetes.io/created-by";
-/// Value of [`CREATED_BY_LABEL`] (kept as KubeRay's, so tools that select on it keep working).
-pub const CREATED_BY_VALUE: &str = "kuberay-operator";
-
 /// Why a submit command cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SubmitCommandError {
@@ -393,7 +388,10 @@ pub fn submitter_job(
             keys::ORIGINATED_FROM_CRD_LABEL.to_string(),
             "RayJob".to_string(),
         ),
-        (CREATED_BY_LABEL.to_string(), CREATED_BY_VALUE.to_string()),
+        (
+            keys::CREATED_BY_LABEL.to_string(),
+            keys::CREATED_BY_VALUE.to_string(),
+        ),
     ]);
     let meta = template.metadata.get_or_insert_with(ObjectMeta::default);
     meta.labels

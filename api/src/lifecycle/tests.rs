@@ -1,9 +1,11 @@
 //! The RayJob state machine, branch by branch, without a server.
 
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
+use std::collections::BTreeMap;
 
 use super::*;
 use crate::ray::v1::{RayClusterStatus, RayJobStatusInfo};
@@ -191,7 +193,7 @@ fn kinds(decision: &Decision) -> Vec<&'static str> {
             Action::AddFinalizer => "AddFinalizer",
             Action::RemoveFinalizer => "RemoveFinalizer",
             Action::CreatePodGroup(_) => "CreatePodGroup",
-            Action::ResizePodGroup { .. } => "ResizePodGroup",
+            Action::ResizePodGroup(_) => "ResizePodGroup",
             Action::CreateRayCluster(_) => "CreateRayCluster",
             Action::CreateService(_) => "CreateService",
             Action::PatchService { .. } => "PatchService",
@@ -661,11 +663,11 @@ fn retrying_deletes_cluster_and_submitter_before_resetting_identity() {
     world.submitter = None;
     let decision = world.decide();
     assert_eq!(kinds(&decision), ["ResizePodGroup", "UpdateStatus"]);
-    let Action::ResizePodGroup {
+    let Action::ResizePodGroup(PodGroupSize {
         min_member,
         min_resources,
         ..
-    } = &decision.actions[0]
+    }) = &decision.actions[0]
     else {
         unreachable!()
     };
@@ -866,11 +868,11 @@ fn terminal_pod_group_follows_the_live_cluster_then_zeroes() {
     world.pod_group = Some(crate::sizing::ray_job_pod_group(&world.job).unwrap());
     world.cluster = Some(cluster_of(&world.job, Some("ready")));
     let decision = world.decide();
-    let Some(Action::ResizePodGroup {
+    let Some(Action::ResizePodGroup(PodGroupSize {
         min_member,
         min_resources,
         ..
-    }) = decision.actions.first()
+    })) = decision.actions.first()
     else {
         panic!("{decision:?}")
     };
@@ -881,7 +883,8 @@ fn terminal_pod_group_follows_the_live_cluster_then_zeroes() {
     );
     world.cluster = None;
     let decision = world.decide();
-    let Some(Action::ResizePodGroup { min_member, .. }) = decision.actions.first() else {
+    let Some(Action::ResizePodGroup(PodGroupSize { min_member, .. })) = decision.actions.first()
+    else {
         panic!("{decision:?}")
     };
     assert_eq!(*min_member, 0);

@@ -1,4 +1,5 @@
 use k8s_openapi::api::core::v1::{PodCondition, PodStatus, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 
@@ -75,6 +76,32 @@ fn service(c: &RayCluster) -> Service {
     svc
 }
 
+/// What a test looks at: the writes (no Events, no status write), the Events, and the status
+/// after the pass (the stored one when the decision does not rewrite it).
+#[derive(Debug)]
+struct Plan {
+    actions: Vec<Action>,
+    events: Vec<EventNote>,
+    status: RayClusterStatus,
+}
+
+fn outline(c: &RayCluster, decision: Decision<Action>) -> Plan {
+    let mut plan = Plan {
+        actions: Vec::new(),
+        events: Vec::new(),
+        status: c.status.clone().unwrap_or_default(),
+    };
+    assert_eq!(decision.requeue_after, Some(STEADY_REQUEUE));
+    for action in decision.actions {
+        match action {
+            Action::Event(note) => plan.events.push(note),
+            Action::UpdateStatus(status) => plan.status = *status,
+            write => plan.actions.push(write),
+        }
+    }
+    plan
+}
+
 fn plan(
     c: &RayCluster,
     pods: &[Pod],
@@ -83,7 +110,7 @@ fn plan(
     volcano: bool,
 ) -> Plan {
     let now = now();
-    decide(
+    let decision = decide(
         c,
         &Observed {
             pods,
@@ -91,10 +118,12 @@ fn plan(
             pod_group: pg,
             volcano,
             now: &now,
+            failed_write: None,
         },
         &ctx(),
         &BuildOptions::default(),
-    )
+    );
+    outline(c, decision)
 }
 
 fn created(plan: &Plan) -> Vec<Pod> {
@@ -437,7 +466,7 @@ fn suspend_deletes_every_pod_zeroes_the_podgroup_and_reports_suspended() {
     c.spec.suspend = Some(true);
     let p = plan(&c, &pods, Some(&service(&c)), Some(&pg), true);
     assert_eq!(deleted(&p).len(), 3);
-    assert!(p.actions.iter().any(|a| matches!(a, Action::ResizePodGroup { min_member: 0, min_resources, .. } if min_resources.is_empty())));
+    assert!(p.actions.iter().any(|a| matches!(a, Action::ResizePodGroup(PodGroupSize { min_member: 0, min_resources, .. }) if min_resources.is_empty())));
     let suspending = p
         .status
         .conditions
@@ -476,7 +505,7 @@ fn the_podgroup_is_resized_only_on_drift() {
     assert!(
         matches!(
             &p.actions[..],
-            [Action::ResizePodGroup { min_member: 3, .. }]
+            [Action::ResizePodGroup(PodGroupSize { min_member: 3, .. })]
         ),
         "{:?}",
         p.actions
@@ -545,11 +574,12 @@ fn unchanged_status_is_not_rewritten() {
             pod_group: None,
             volcano: false,
             now: &later,
+            failed_write: None,
         },
         &ctx(),
         &BuildOptions::default(),
     );
-    assert!(!status::changed(&c2, &p2.status), "{:?}", p2.status);
+    assert!(p2.actions.is_empty(), "{:?}", p2.actions);
 }
 
 #[test]
@@ -564,4 +594,83 @@ fn children_are_created_in_the_cluster_namespace() {
         svc.map(|m: ObjectMeta| m.namespace),
         Some(Some("team".to_string()))
     );
+}
+
+/// The decision for a new cluster (nothing exists yet) after `failed_write`.
+fn decide_new(c: &RayCluster, failed_write: Option<FailedWrite<'_>>) -> Decision<Action> {
+    decide(
+        c,
+        &Observed {
+            pods: &[],
+            head_service: None,
+            pod_group: None,
+            volcano: false,
+            now: &now(),
+            failed_write,
+        },
+        &ctx(),
+        &BuildOptions::default(),
+    )
+}
+
+#[test]
+fn each_write_is_followed_by_the_event_it_earns() {
+    let decision = decide_new(&cluster(), None);
+    let steps: Vec<String> = decision
+        .actions
+        .iter()
+        .map(|a| match a {
+            Action::CreateService(_) => "CreateService".to_string(),
+            Action::CreatePod(pod) => format!("CreatePod {}", status::node_type(pod).unwrap_or("")),
+            Action::Event(note) => format!("Event {}", note.reason),
+            Action::UpdateStatus(_) => "UpdateStatus".to_string(),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            "CreateService",
+            "Event CreatedService",
+            "CreatePod head",
+            "Event CreatedHeadPod",
+            "CreatePod worker",
+            "Event CreatedWorkerPod",
+            "CreatePod worker",
+            "Event CreatedWorkerPod",
+            "UpdateStatus",
+        ]
+    );
+}
+
+#[test]
+fn a_failed_write_becomes_the_replica_failure_condition_and_nothing_else() {
+    use crate::decision::Action as _;
+    let c = cluster();
+    let first = plan(&c, &[], None, None, false);
+    let pod = first
+        .actions
+        .iter()
+        .find(|a| matches!(a, Action::CreatePod(p) if status::node_type(p) == Some("worker")))
+        .expect("a worker Pod is created");
+    let reason = pod.failure_reason().expect("a create can fail");
+    assert_eq!(reason, "FailedCreateWorkerPod");
+    let decision = decide_new(
+        &c,
+        Some(FailedWrite {
+            reason,
+            message: "create Pod x: forbidden",
+        }),
+    );
+    let [Action::UpdateStatus(status)] = decision.actions.as_slice() else {
+        panic!("{:?}", decision.actions)
+    };
+    let condition = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "ReplicaFailure")
+        .expect("ReplicaFailure");
+    assert_eq!(condition.reason, "FailedCreateWorkerPod");
+    assert_eq!(condition.message, "create Pod x: forbidden");
 }

@@ -1,0 +1,421 @@
+//! The RayJob controller: observe → [`decide`] → carry out ([`crate::exec`]).
+//!
+//! Each pass reads what exists with quorum GETs (the RayCluster named in status, the submitter
+//! Job, the PodGroup, the namespace's opt-in label, the Ray job while Running), hands the
+//! snapshot to the pure [`decide`] of `raygate-api`, and performs the returned actions in
+//! order, stopping at the first failure. Every action is idempotent by name, status writes and
+//! finalizer changes carry the observed `resourceVersion`, and before the first create of a
+//! pass the RayJob is read again: a pass that decided on a stale cached RayJob creates nothing.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PropagationPolicy};
+use kube::runtime::controller::Action as Requeue;
+use kube::runtime::events::Recorder;
+use kube::runtime::watcher;
+use raygate_api::finding::Finding;
+use raygate_api::keys;
+use raygate_api::lifecycle::{
+    Action, FreshSuffixes, LifecycleConfig, RayJobObservation, Snapshot, SubmissionMode,
+    dashboard_query, decide, job_head_service_name, job_head_service_query, ray_cluster_object,
+    status_patch, submitter_job_object,
+};
+use raygate_api::ray::v1::{RayCluster, RayJob};
+use raygate_api::validation::validate_ray_job;
+use raygate_api::volcano::PodGroup;
+use serde_json::{Value, json};
+use tracing::{debug, info, warn};
+
+use super::{event_recorder, run_in_scopes, scoped_api, watching};
+use crate::context::{Context, NamespaceScope, ReconcileError, api_error, error_policy};
+use crate::dashboard::{AddressResolver, Dashboard, DashboardError};
+use crate::exec::{self, Perform, Writer};
+
+/// The controller's name (metrics label, logs).
+pub const NAME: &str = "rayjob";
+
+/// How long each dashboard call may take (KubeRay: 2 s direct).
+const DASHBOARD_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What each reconcile gets.
+struct Shared {
+    ctx: Arc<Context>,
+    lifecycle: LifecycleConfig,
+    dashboard: Dashboard,
+    recorder: Arc<Recorder>,
+}
+
+/// The RayJob controller, for [`super::all`].
+pub fn controller() -> super::Controller {
+    super::Controller {
+        name: NAME,
+        run: run_all,
+    }
+}
+
+fn run_all(ctx: Arc<Context>) -> BoxFuture<'static, ()> {
+    Box::pin(async move {
+        let lifecycle = LifecycleConfig {
+            cluster_domain: ctx.config.build.cluster_domain.clone(),
+            head_cluster_ip: ctx.config.build.head_cluster_ip,
+            gates: ctx.config.validation.gates.clone(),
+            ..LifecycleConfig::default()
+        };
+        let resolver = match &ctx.config.ray_dashboard_address {
+            Some(address) => AddressResolver::Fixed(address.clone()),
+            None => AddressResolver::ClusterDns,
+        };
+        let shared = Arc::new(Shared {
+            recorder: event_recorder(&ctx),
+            dashboard: Dashboard::new(resolver, DASHBOARD_TIMEOUT),
+            lifecycle,
+            ctx: ctx.clone(),
+        });
+        let ours = format!("{}=RayJob", keys::ORIGINATED_FROM_CRD_LABEL);
+        run_in_scopes(&ctx, NAME, |ns| {
+            let client = &ctx.client;
+            watching::<RayJob>(&ctx, ns)
+                .owns(
+                    scoped_api::<RayCluster>(client, ns),
+                    watcher::Config::default().labels(&ours),
+                )
+                .owns(
+                    scoped_api::<Job>(client, ns),
+                    watcher::Config::default().labels(&ours),
+                )
+                .owns(
+                    scoped_api::<PodGroup>(client, ns),
+                    watcher::Config::default(),
+                )
+                .run(reconcile, error_policy, shared.clone())
+        })
+        .await;
+    })
+}
+
+fn entropy() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default(),
+    );
+    hasher.finish()
+}
+
+fn error_messages(findings: &[Finding]) -> Vec<String> {
+    findings
+        .iter()
+        .filter(|f| f.is_error())
+        .map(|f| format!("{}: {}", f.field, f.message))
+        .collect()
+}
+
+async fn reconcile(job: Arc<RayJob>, shared: Arc<Shared>) -> Result<Requeue, ReconcileError> {
+    exec::reconcile(&shared.ctx, NAME, job.as_ref(), pass(&job, &shared)).await
+}
+
+/// One reconcile pass of one RayJob: observe, decide, carry out.
+async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> {
+    let (namespace, name) = exec::namespace_and_name(job, "RayJob")?;
+    let status = job.status.clone().unwrap_or_default();
+    let mode = SubmissionMode::of(job);
+    let managed_elsewhere = job
+        .spec
+        .managed_by
+        .as_deref()
+        .is_some_and(|m| m != keys::KUBERAY_MANAGED_BY);
+    if managed_elsewhere {
+        return Ok(Requeue::await_change());
+    }
+    let deleting = job.metadata.deletion_timestamp.is_some();
+    let volcano = match shared.ctx.namespace_scope(&namespace) {
+        NamespaceScope::Ignored => {
+            debug!("namespace not selected; skipped");
+            return Ok(Requeue::await_change());
+        }
+        NamespaceScope::Plain => false,
+        NamespaceScope::Volcano => !deleting,
+    };
+    let writer = Writer::new(&shared.ctx, shared.recorder.clone(), &namespace, job);
+    let cluster_name = status.ray_cluster_name.clone().unwrap_or_default();
+    let cluster = if cluster_name.is_empty() || deleting {
+        None
+    } else {
+        writer.get::<RayCluster>(&cluster_name).await?
+    };
+    let submitter = if mode == Some(SubmissionMode::K8sJob) && !deleting {
+        writer.get::<Job>(&name).await?
+    } else {
+        None
+    };
+    let pod_group = if volcano {
+        writer.get::<PodGroup>(&keys::pod_group_name(&name)).await?
+    } else {
+        None
+    };
+    let head_pod = if mode == Some(SubmissionMode::Sidecar) && !cluster_name.is_empty() {
+        let selector = format!(
+            "{}={cluster_name},{}=head",
+            keys::RAY_CLUSTER_LABEL,
+            keys::RAY_NODE_TYPE_LABEL
+        );
+        writer
+            .api::<Pod>()
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(api_error("list the head Pod"))?
+            .items
+            .into_iter()
+            .next()
+    } else {
+        None
+    };
+    let job_head_service = if job_head_service_query(job) {
+        writer.get::<Service>(&job_head_service_name(job)).await?
+    } else {
+        None
+    };
+    let ray_job = match dashboard_query(job) {
+        None => RayJobObservation::NotQueried,
+        Some((url, id)) => match shared.dashboard.job(&url, &id).await {
+            Ok(details) => RayJobObservation::Found(details),
+            Err(DashboardError::NotFound(_)) => RayJobObservation::NotFound,
+            Err(e) => RayJobObservation::Unreachable(e.to_string()),
+        },
+    };
+    let validation_errors = error_messages(&validate_ray_job(job, &shared.ctx.config.validation));
+    let snapshot = Snapshot {
+        job,
+        now: Timestamp::now(),
+        config: &shared.lifecycle,
+        validation_errors,
+        volcano,
+        cluster: cluster.as_ref(),
+        submitter: submitter.as_ref(),
+        head_pod: head_pod.as_ref(),
+        pod_group: pod_group.as_ref(),
+        job_head_service: job_head_service.as_ref(),
+        ray_job,
+        fresh: FreshSuffixes::from_entropy(entropy()),
+    };
+    let decision = decide(&snapshot);
+    let requeue = exec::requeue(&decision);
+    let mut writes = RayJobWrites {
+        writer: &writer,
+        dashboard: &shared.dashboard,
+        job,
+        name: &name,
+        resource_version: job.resource_version().unwrap_or_default(),
+        stored: None,
+    };
+    exec::carry_out(&writer, &mut writes, decision.actions)
+        .await
+        .map_err(|failed| failed.error)?;
+    Ok(requeue)
+}
+
+/// Carries out the RayJob decision's writes.
+struct RayJobWrites<'a> {
+    writer: &'a Writer,
+    dashboard: &'a Dashboard,
+    job: &'a RayJob,
+    name: &'a str,
+    /// The RayJob version the pass decided on, advanced by its own metadata writes.
+    resource_version: String,
+    /// The RayJob as stored, read before the first create of the pass.
+    stored: Option<Value>,
+}
+
+impl RayJobWrites<'_> {
+    /// Reads the RayJob again, as stored, before the first create of the pass: acting on a
+    /// stale copy could create a cluster or submission for an identity that is no longer
+    /// current, and the stored JSON carries the fields raygate's types do not know, which the
+    /// RayCluster and submitter copy from it.
+    async fn stored(&mut self) -> Result<&Value, ReconcileError> {
+        if self.stored.is_none() {
+            let current: DynamicObject = self
+                .writer
+                .raw_api::<RayJob>()
+                .get(self.name)
+                .await
+                .map_err(api_error("get the RayJob"))?;
+            let now = current.resource_version().unwrap_or_default();
+            if now != self.resource_version {
+                return Err(ReconcileError::Stale {
+                    kind: "RayJob",
+                    seen: self.resource_version.clone(),
+                    now,
+                });
+            }
+            self.stored = Some(serde_json::to_value(&current).unwrap_or_default());
+        }
+        Ok(self.stored.get_or_insert_default())
+    }
+
+    async fn set_finalizers(&mut self, finalizers: Vec<String>) -> Result<(), ReconcileError> {
+        let patch = json!({"metadata": {
+            "resourceVersion": self.resource_version,
+            "finalizers": finalizers,
+        }});
+        let updated = self
+            .writer
+            .api::<RayJob>()
+            .patch(self.name, &Writer::patch_params(), &Patch::Merge(&patch))
+            .await
+            .map_err(api_error("update the RayJob's finalizers"))?;
+        self.resource_version = updated.resource_version().unwrap_or_default();
+        Ok(())
+    }
+
+    /// Applies a JSON patch to the RayCluster `name`; a cluster that is gone is left gone.
+    async fn patch_cluster(
+        &self,
+        name: &str,
+        ops: Vec<Value>,
+        what: &str,
+    ) -> Result<(), ReconcileError> {
+        let patch: json_patch::Patch =
+            serde_json::from_value(Value::Array(ops)).map_err(|e| ReconcileError::Build {
+                what: what.to_string(),
+                reason: e.to_string(),
+            })?;
+        match self
+            .writer
+            .api::<RayCluster>()
+            .patch(name, &Writer::patch_params(), &Patch::Json::<()>(patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if crate::context::is_status(&e, 404) => Ok(()),
+            Err(e) => Err(api_error(what)(e)),
+        }
+    }
+}
+
+impl Perform<Action> for RayJobWrites<'_> {
+    async fn perform(&mut self, action: Action) -> Result<(), ReconcileError> {
+        let job = self.job;
+        let writer = self.writer;
+        match action {
+            Action::AddFinalizer => {
+                let mut finalizers = job.metadata.finalizers.clone().unwrap_or_default();
+                finalizers.push(keys::RAYJOB_FINALIZER.to_string());
+                self.set_finalizers(finalizers).await?;
+            }
+            Action::RemoveFinalizer => {
+                let finalizers = job
+                    .finalizers()
+                    .iter()
+                    .filter(|f| *f != keys::RAYJOB_FINALIZER)
+                    .cloned()
+                    .collect();
+                self.set_finalizers(finalizers).await?;
+                info!("finalizer removed");
+            }
+            Action::CreatePodGroup(pod_group) => writer.create(&*pod_group).await?,
+            Action::ResizePodGroup(size) => writer.resize_pod_group(&size).await?,
+            Action::CreateRayCluster(cluster) => {
+                let what = format!("RayCluster {}", cluster.name_any());
+                let object = ray_cluster_object(self.stored().await?, job, &cluster);
+                writer.create_raw::<RayCluster>(object, &what).await?;
+            }
+            Action::CreateService(service) => writer.create(&*service).await?,
+            Action::PatchService { name, patch } => {
+                writer
+                    .api::<Service>()
+                    .patch(&name, &Writer::patch_params(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(api_error(format!(
+                        "point Service {name} at the current cluster"
+                    )))?;
+                info!(service = %name, "Service points at the current cluster");
+            }
+            Action::DeleteRayCluster { name } => {
+                let params = DeleteParams {
+                    propagation_policy: Some(PropagationPolicy::Foreground),
+                    ..DeleteParams::default()
+                };
+                writer
+                    .delete::<RayCluster>(&name, &params, &format!("RayCluster {name}"))
+                    .await?;
+            }
+            Action::SuspendWorkerGroups { name, groups } => {
+                let ops = groups
+                    .iter()
+                    .map(|i| json!({"op": "add", "path": format!("/spec/workerGroupSpecs/{i}/suspend"), "value": true}))
+                    .collect();
+                self.patch_cluster(&name, ops, &format!("suspend the worker groups of {name}"))
+                    .await?;
+            }
+            Action::CreateSubmitterJob(submitter) => {
+                let what = format!("submitter Job {}", submitter.name_any());
+                let object = submitter_job_object(self.stored().await?, job, &submitter);
+                writer.create_raw::<Job>(object, &what).await?;
+            }
+            Action::DeleteSubmitterJob { name } => {
+                let params = DeleteParams {
+                    propagation_policy: Some(PropagationPolicy::Background),
+                    ..DeleteParams::default()
+                };
+                writer
+                    .delete::<Job>(&name, &params, &format!("Job {name}"))
+                    .await?;
+            }
+            Action::SubmitRayJob {
+                dashboard_url,
+                request,
+            } => {
+                self.stored().await?;
+                self.dashboard.submit(&dashboard_url, &request).await?;
+                info!(submission_id = %request["submission_id"], "Ray job submitted");
+            }
+            Action::StopRayJob {
+                dashboard_url,
+                submission_id,
+            } => match self.dashboard.stop(&dashboard_url, &submission_id).await {
+                Ok(stopped) => info!(%submission_id, stopped, "Ray job stop requested"),
+                Err(error) => {
+                    warn!(%submission_id, %error, "could not stop the Ray job; deleting anyway")
+                }
+            },
+            Action::DeleteRayJob => {
+                writer
+                    .delete::<RayJob>(self.name, &DeleteParams::default(), "the RayJob")
+                    .await?;
+            }
+            Action::UpdateStatus(status) => {
+                let diff = status_patch(job.status.as_ref(), &status);
+                if diff.as_object().is_some_and(|o| o.is_empty()) {
+                    return Ok(());
+                }
+                let patch = json!({
+                    "metadata": {"resourceVersion": self.resource_version},
+                    "status": diff,
+                });
+                let updated = writer
+                    .api::<RayJob>()
+                    .patch_status(self.name, &Writer::patch_params(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(api_error("update the RayJob status"))?;
+                self.resource_version = updated.resource_version().unwrap_or_default();
+                info!(
+                    deployment = status.job_deployment_status.as_deref().unwrap_or_default(),
+                    job_status = status.job_status.as_deref().unwrap_or_default(),
+                    "status updated"
+                );
+            }
+            // Events are published by `exec::carry_out`.
+            Action::Event(_) => {}
+        }
+        Ok(())
+    }
+}

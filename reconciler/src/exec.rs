@@ -1,0 +1,302 @@
+//! Carrying out a core decision: the one way every controller writes.
+//!
+//! A controller observes, asks `raygate_api` for a [`Decision`], and hands its actions to
+//! [`carry_out`]: Events are published, writes are performed by the controller's [`Perform`]
+//! in order, and the first failed write stops the pass. Its Warning Event carries the reason
+//! the core gives ([`decision::Action::failure_reason`]), and the error goes to
+//! [`crate::context::error_policy`], which retries the pass. Every write goes through a
+//! [`Writer`], so all controllers share one field manager, one answer to AlreadyExists (success:
+//! objects are named by identity, so an existing one is this pass's own) and to NotFound on
+//! resize or delete (success: the object is gone, and its deletion wakes the next pass).
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::Arc;
+
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action as Requeue;
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Api, Client, Resource, ResourceExt};
+use raygate_api::decision::{self, Decision, EventNote, PodGroupSize};
+use raygate_api::volcano::PodGroup;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tracing::Instrument;
+
+use crate::MANAGER_NAME;
+use crate::context::{Context, ReconcileError, api_error, is_status};
+
+/// The `action` of every Event the reconciler records.
+const EVENT_ACTION: &str = "Reconcile";
+
+/// Runs one reconcile of `object` by `controller`: in a span named after the object's key,
+/// counted and timed in the controller-runtime metrics.
+pub(crate) async fn reconcile<K, F>(
+    ctx: &Context,
+    controller: &'static str,
+    object: &K,
+    pass: F,
+) -> Result<Requeue, ReconcileError>
+where
+    K: Resource,
+    F: Future<Output = Result<Requeue, ReconcileError>>,
+{
+    let key = match object.namespace() {
+        Some(namespace) => format!("{namespace}/{}", object.name_any()),
+        None => object.name_any(),
+    };
+    let span = tracing::info_span!("reconcile", controller, object = %key);
+    ctx.metrics
+        .reconcile(controller, pass.instrument(span.clone()))
+        .instrument(span)
+        .await
+}
+
+/// The namespace and name of an object from a watch (both always set there).
+pub(crate) fn namespace_and_name<K: Resource>(
+    object: &K,
+    kind: &'static str,
+) -> Result<(String, String), ReconcileError> {
+    match (object.namespace(), object.meta().name.clone()) {
+        (Some(namespace), Some(name)) => Ok((namespace, name)),
+        _ => Err(ReconcileError::Unnamed { kind }),
+    }
+}
+
+/// The kube-runtime requeue a decision asks for.
+pub(crate) fn requeue<A>(decision: &Decision<A>) -> Requeue {
+    decision
+        .requeue_after
+        .map_or_else(Requeue::await_change, Requeue::requeue)
+}
+
+/// Performs one controller's writes; Events never reach it.
+pub(crate) trait Perform<A> {
+    /// Performs one write.
+    async fn perform(&mut self, action: A) -> Result<(), ReconcileError>;
+}
+
+/// A write that failed: the reason the core gives for it, and the error.
+pub(crate) struct Failed {
+    /// KubeRay's failure reason, when the write has one.
+    pub reason: Option<&'static str>,
+    /// The error.
+    pub error: ReconcileError,
+}
+
+/// Carries out `actions` in order, stopping at the first failed write.
+///
+/// The failure is recorded as a Warning Event with the action's failure reason, except a
+/// conflict: the pass lost a race, the retry on the new version follows at once, and nothing
+/// failed that a user should see.
+pub(crate) async fn carry_out<A, P>(
+    writer: &Writer,
+    performer: &mut P,
+    actions: Vec<A>,
+) -> Result<(), Failed>
+where
+    A: decision::Action,
+    P: Perform<A>,
+{
+    for action in actions {
+        if let Some(note) = action.event() {
+            writer.publish(note).await;
+            continue;
+        }
+        let reason = action.failure_reason();
+        if let Err(error) = performer.perform(action).await {
+            if let Some(reason) = reason.filter(|_| !error.is_conflict()) {
+                writer
+                    .publish(&EventNote::warning(reason, error.to_string()))
+                    .await;
+            }
+            return Err(Failed { reason, error });
+        }
+    }
+    Ok(())
+}
+
+/// Writes in one namespace on behalf of one reconciled object, which Events are about.
+pub(crate) struct Writer {
+    client: Client,
+    namespace: String,
+    recorder: Arc<Recorder>,
+    regarding: ObjectReference,
+}
+
+impl Writer {
+    /// A writer for the objects of `namespace`, recording Events on `owner`.
+    pub(crate) fn new<K>(ctx: &Context, recorder: Arc<Recorder>, namespace: &str, owner: &K) -> Self
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        Self {
+            client: ctx.client.clone(),
+            namespace: namespace.to_string(),
+            recorder,
+            regarding: owner.object_ref(&()),
+        }
+    }
+
+    /// An `Api` over kind `K` in the writer's namespace.
+    pub(crate) fn api<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// An `Api` over kind `K` as raw JSON, so fields raygate's types do not know survive.
+    pub(crate) fn raw_api<K>(&self) -> Api<DynamicObject>
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        Api::namespaced_with(
+            self.client.clone(),
+            &self.namespace,
+            &ApiResource::erase::<K>(&()),
+        )
+    }
+
+    /// Patch parameters with raygate's field manager.
+    pub(crate) fn patch_params() -> PatchParams {
+        PatchParams {
+            field_manager: Some(MANAGER_NAME.to_string()),
+            ..PatchParams::default()
+        }
+    }
+
+    /// Reads `name` of kind `K`; `None` when it does not exist.
+    pub(crate) async fn get<K>(&self, name: &str) -> Result<Option<K>, ReconcileError>
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + Debug
+            + DeserializeOwned,
+    {
+        self.api::<K>()
+            .get_opt(name)
+            .await
+            .map_err(api_error(format!("get {} {name}", K::kind(&()))))
+    }
+
+    /// Creates `object` of kind `K` unless it exists (AlreadyExists is success).
+    pub(crate) async fn create<K>(&self, object: &K) -> Result<(), ReconcileError>
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + Debug
+            + Serialize
+            + DeserializeOwned,
+    {
+        let what = format!("{} {}", K::kind(&()), object.name_any());
+        self.create_in(&self.api(), object, &what).await
+    }
+
+    async fn create_in<K>(&self, api: &Api<K>, object: &K, what: &str) -> Result<(), ReconcileError>
+    where
+        K: Clone + Debug + Serialize + DeserializeOwned,
+    {
+        let post = PostParams {
+            field_manager: Some(MANAGER_NAME.to_string()),
+            ..PostParams::default()
+        };
+        match api.create(&post, object).await {
+            Ok(_) => {
+                tracing::info!("{what} created");
+                Ok(())
+            }
+            Err(e) if is_status(&e, 409) => Ok(()),
+            Err(e) => Err(api_error(format!("create {what}"))(e)),
+        }
+    }
+
+    /// Creates the object of kind `K` built as JSON (unknown fields kept) unless it exists.
+    pub(crate) async fn create_raw<K>(
+        &self,
+        object: Value,
+        what: &str,
+    ) -> Result<(), ReconcileError>
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let object: DynamicObject =
+            serde_json::from_value(object).map_err(|e| ReconcileError::Build {
+                what: what.to_string(),
+                reason: e.to_string(),
+            })?;
+        self.create_in(&self.raw_api::<K>(), &object, what).await
+    }
+
+    /// Deletes `name` of kind `K` unless it is gone (NotFound is success).
+    pub(crate) async fn delete<K>(
+        &self,
+        name: &str,
+        params: &DeleteParams,
+        what: &str,
+    ) -> Result<(), ReconcileError>
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + Debug
+            + DeserializeOwned,
+    {
+        match self.api::<K>().delete(name, params).await {
+            Ok(_) => {
+                tracing::info!("{what} deleted");
+                Ok(())
+            }
+            Err(e) if is_status(&e, 404) => Ok(()),
+            Err(e) => Err(api_error(format!("delete {what}"))(e)),
+        }
+    }
+
+    /// Sets `spec.minMember` and `spec.minResources` of a PodGroup and nothing else: its
+    /// queue, priority and Volcano's status stay as they are. A PodGroup that is gone is left
+    /// gone; the next pass, woken by its deletion, creates it where it is needed.
+    pub(crate) async fn resize_pod_group(&self, size: &PodGroupSize) -> Result<(), ReconcileError> {
+        let patch: json_patch::Patch = serde_json::from_value(json!([
+            {"op": "add", "path": "/spec/minMember", "value": size.min_member},
+            {"op": "add", "path": "/spec/minResources", "value": size.min_resources},
+        ]))
+        .map_err(|e| ReconcileError::Build {
+            what: format!("resize patch of PodGroup {}", size.name),
+            reason: e.to_string(),
+        })?;
+        match self
+            .api::<PodGroup>()
+            .patch(&size.name, &Self::patch_params(), &Patch::<()>::Json(patch))
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(pod_group = %size.name, min_member = size.min_member, "PodGroup resized");
+                Ok(())
+            }
+            Err(e) if is_status(&e, 404) => Ok(()),
+            Err(e) => Err(api_error(format!("resize PodGroup {}", size.name))(e)),
+        }
+    }
+
+    /// Publishes an Event on the reconciled object; a failure to publish is logged, never
+    /// fatal.
+    pub(crate) async fn publish(&self, note: &EventNote) {
+        let event = Event {
+            type_: if note.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: note.reason.clone(),
+            // The API server refuses longer notes.
+            note: Some(note.message.chars().take(1000).collect()),
+            action: EVENT_ACTION.to_string(),
+            secondary: None,
+        };
+        if let Err(error) = self.recorder.publish(&event, &self.regarding).await {
+            tracing::warn!(%error, reason = %note.reason, "could not record an Event");
+        }
+    }
+}
