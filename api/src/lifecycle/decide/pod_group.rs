@@ -1,0 +1,89 @@
+//! The RayJob's Volcano PodGroup: created with the spec's gang, resized as the attempt ends,
+//! and what Volcano says about it while the cluster waits.
+
+use std::collections::BTreeMap;
+
+use super::Pass;
+use crate::lifecycle::gang::gang_wait_message;
+use crate::lifecycle::{Action, PodGroupSize};
+use crate::sizing::{self, GangSize};
+
+impl<'s, 'a> Pass<'s, 'a> {
+    /// Initializing / Running: the RayJob's PodGroup exists with the spec's gang (re-synced on
+    /// drift). Only in Volcano namespaces, and not in clusterSelector mode.
+    pub(super) fn sync_desired_gang(&mut self) -> Result<(), String> {
+        if !self.s.volcano || self.selector_mode() {
+            return Ok(());
+        }
+        let pod_group = sizing::ray_job_pod_group(self.s.job).map_err(|e| e.to_string())?;
+        match self.s.pod_group {
+            None => {
+                let name = pod_group.metadata.name.clone().unwrap_or_default();
+                self.actions
+                    .push(Action::CreatePodGroup(Box::new(pod_group)));
+                self.event(false, "CreatedPodGroup", format!("Created PodGroup {name}"));
+            }
+            Some(live) => {
+                let min_member = pod_group.spec.min_member.unwrap_or(0);
+                let min_resources = pod_group.spec.min_resources.unwrap_or_default();
+                if !sizing::pod_group_holds_gang(&live.spec, min_member, &min_resources) {
+                    self.actions.push(Action::ResizePodGroup(PodGroupSize {
+                        name: live.metadata.name.clone().unwrap_or_default(),
+                        min_member,
+                        min_resources,
+                    }));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Initializing with a cluster that is not ready: `status.message` says what Volcano reports
+    /// about the gang (cleared when it reports nothing), and a Warning Event records each new
+    /// explanation.
+    pub(super) fn explain_gang_wait(&mut self) {
+        let message = self
+            .s
+            .pod_group
+            .filter(|_| self.s.volcano && !self.selector_mode())
+            .and_then(gang_wait_message);
+        if message == self.st.message {
+            return;
+        }
+        if let Some(text) = &message {
+            self.event(true, "GangUnschedulable", text.clone());
+        }
+        self.st.message = message;
+    }
+
+    /// Complete / Failed / Suspending / Retrying: the PodGroup, if it exists, holds what is
+    /// actually left (`None`: nothing).
+    pub(super) fn settle_gang(&mut self, gang: Option<GangSize>) {
+        let Some(live) = self.s.pod_group.filter(|_| self.s.volcano) else {
+            return;
+        };
+        let (min_member, min_resources) = match gang {
+            Some(g) => (
+                g.min_member,
+                g.min_resources
+                    .into_iter()
+                    .map(|(k, v)| (k, v.to_quantity()))
+                    .collect(),
+            ),
+            None => (0, BTreeMap::new()),
+        };
+        if !sizing::pod_group_holds_gang(&live.spec, min_member, &min_resources) {
+            let name = live.metadata.name.clone().unwrap_or_default();
+            self.actions.push(Action::ResizePodGroup(PodGroupSize {
+                name: name.clone(),
+                min_member,
+                min_resources,
+            }));
+            self.event(
+                false,
+                "BatchSchedulerCleanedUp",
+                format!("PodGroup {name} resized to minMember {min_member}"),
+            );
+        }
+    }
+}
