@@ -117,18 +117,18 @@ pub enum Action {
 }
 
 impl decision::Action for Action {
-    fn event(&self) -> Option<&EventNote> {
-        match self {
-            Action::Event(note) => Some(note),
-            _ => None,
-        }
-    }
-
     fn failure_reason(&self) -> Option<&'static str> {
         match self {
             Action::CreatePodGroup(_) => Some("FailedToCreatePodGroup"),
             Action::ResizePodGroup(_) => Some("FailedToUpdatePodGroup"),
             Action::Event(_) => None,
+        }
+    }
+
+    fn event(&self) -> Option<&EventNote> {
+        match self {
+            Action::Event(note) => Some(note),
+            _ => None,
         }
     }
 }

@@ -75,13 +75,6 @@ pub enum Action {
 }
 
 impl decision::Action for Action {
-    fn event(&self) -> Option<&EventNote> {
-        match self {
-            Action::Event(note) => Some(note),
-            _ => None,
-        }
-    }
-
     fn failure_reason(&self) -> Option<&'static str> {
         Some(match self {
             Action::CreateService(_) => "FailedToCreateService",
@@ -92,6 +85,13 @@ impl decision::Action for Action {
             Action::CreatePod(_) => "FailedCreateWorkerPod",
             Action::UpdateStatus(_) | Action::Event(_) => return None,
         })
+    }
+
+    fn event(&self) -> Option<&EventNote> {
+        match self {
+            Action::Event(note) => Some(note),
+            _ => None,
+        }
     }
 }
 

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::{SubmissionMode, submitter};
 use crate::cluster::build::identifier;
-use crate::cluster::{BuildOptions, build_head_service};
+use crate::cluster::{BuildOptions, build_head_service, head_service_name};
 use crate::keys::{self, DEFAULT_DASHBOARD_PORT, HEAD_NODE_TYPE, IDENTIFIER_LABEL};
 use crate::preserve::keep_unknown_fields;
 use crate::ray::v1::{RayCluster, RayClusterSpec, RayJob};
@@ -49,16 +49,8 @@ pub fn dashboard_port(spec: Option<&RayClusterSpec>) -> i32 {
 
 /// `status.dashboardURL` of a cluster: `<cluster>-head-svc.<ns>.svc.<domain>:<port>`, no scheme.
 pub fn dashboard_url(cluster: &RayCluster, domain: &str) -> String {
-    let name = cluster.metadata.name.as_deref().unwrap_or_default();
     let namespace = cluster.metadata.namespace.as_deref().unwrap_or_default();
-    let service = cluster
-        .spec
-        .head_group_spec
-        .head_service
-        .as_ref()
-        .and_then(|s| s.metadata.name.clone())
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| format!("{name}-head-svc"));
+    let service = head_service_name(cluster);
     let port = dashboard_port(Some(&cluster.spec));
     format!("{service}.{namespace}.svc.{domain}:{port}")
 }

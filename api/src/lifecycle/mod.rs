@@ -358,18 +358,18 @@ pub enum Action {
 pub type Decision = crate::decision::Decision<Action>;
 
 impl crate::decision::Action for Action {
-    fn event(&self) -> Option<&EventNote> {
-        match self {
-            Action::Event(note) => Some(note),
-            _ => None,
-        }
-    }
-
     fn failure_reason(&self) -> Option<&'static str> {
         match self {
             Action::CreateRayCluster(_) => Some("FailedToCreateRayCluster"),
             Action::CreateService(_) => Some("FailedToCreateService"),
             Action::CreateSubmitterJob(_) => Some("FailedToCreateRayJobSubmitter"),
+            _ => None,
+        }
+    }
+
+    fn event(&self) -> Option<&EventNote> {
+        match self {
+            Action::Event(note) => Some(note),
             _ => None,
         }
     }

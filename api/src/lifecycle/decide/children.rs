@@ -1,6 +1,6 @@
 //! The RayJob's children: its RayCluster and its head Service.
 
-use super::{Pass, SLOW_REQUEUE};
+use super::{Flow, Pass, SLOW_REQUEUE};
 use crate::cluster::BuildOptions;
 use crate::lifecycle::Action;
 use crate::lifecycle::cluster::{
@@ -21,7 +21,29 @@ impl<'s, 'a> Pass<'s, 'a> {
     }
 
     /// The RayCluster of this attempt, creating it when missing. `None`: not usable yet.
-    pub(super) fn cluster_or_create(&mut self) -> Option<&'a RayCluster> {
+    /// Deletes the current attempt's RayCluster, recording why after its name (`note`).
+    pub(super) fn delete_cluster(&mut self, note: &str) {
+        let name = self.cluster_name();
+        self.actions
+            .push(Action::DeleteRayCluster { name: name.clone() });
+        self.event(
+            false,
+            "DeletedRayCluster",
+            format!("Deleted RayCluster {name}{note}"),
+        );
+    }
+
+    /// The gang sized for the spec, then the current attempt's RayCluster (`Err`: how the pass
+    /// goes on when there is none to work with yet, or the gang cannot be sized).
+    pub(super) fn gang_and_cluster(&mut self) -> Result<&'a RayCluster, Flow> {
+        if let Err(message) = self.sync_desired_gang() {
+            self.validation_failed(message);
+            return Err(Flow::Break);
+        }
+        self.cluster_or_create().ok_or(Flow::Return)
+    }
+
+    fn cluster_or_create(&mut self) -> Option<&'a RayCluster> {
         let name = self.cluster_name();
         match self.s.cluster {
             Some(cluster) if cluster.metadata.deletion_timestamp.is_some() => {

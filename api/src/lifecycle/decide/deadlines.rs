@@ -12,35 +12,26 @@ impl<'s, 'a> Pass<'s, 'a> {
     /// `activeDeadlineSeconds` has passed since the start: the attempt fails (`true`); until then,
     /// a wake-up at the deadline.
     pub(super) fn active_deadline_exceeded(&mut self) -> bool {
-        let Some(limit) = self.s.job.spec.active_deadline_seconds.filter(|l| *l > 0) else {
-            return false;
-        };
-        let start = self.start_time();
-        let due = start + i64::from(limit);
-        if self.now() < due {
-            self.wake_at(due);
-            return false;
-        }
-        self.fail(
-            reason::DEADLINE_EXCEEDED,
-            format!(
-                "The RayJob has passed the activeDeadlineSeconds. StartTime: {}. ActiveDeadlineSeconds: {limit}",
-                go_time(start)
-            ),
-        );
-        true
+        let limit = self.s.job.spec.active_deadline_seconds;
+        self.deadline_exceeded(limit, "activeDeadlineSeconds", reason::DEADLINE_EXCEEDED)
     }
 
     /// `preRunningDeadlineSeconds` has passed since the start: the attempt fails (`true`); until
     /// then, a wake-up at the deadline.
     pub(super) fn pre_running_deadline_exceeded(&mut self) -> bool {
-        let Some(limit) = self
-            .s
-            .job
-            .spec
-            .pre_running_deadline_seconds
-            .filter(|l| *l > 0)
-        else {
+        let limit = self.s.job.spec.pre_running_deadline_seconds;
+        self.deadline_exceeded(
+            limit,
+            "preRunningDeadlineSeconds",
+            reason::PRE_RUNNING_DEADLINE_EXCEEDED,
+        )
+    }
+
+    /// A deadline of `limit` seconds (`field` of the spec; unset or 0: none) has passed since
+    /// the start: the attempt fails with `failure` and KubeRay's message (`true`); until then, a
+    /// wake-up at the deadline.
+    fn deadline_exceeded(&mut self, limit: Option<i32>, field: &str, failure: &str) -> bool {
+        let Some(limit) = limit.filter(|l| *l > 0) else {
             return false;
         };
         let start = self.start_time();
@@ -49,10 +40,13 @@ impl<'s, 'a> Pass<'s, 'a> {
             self.wake_at(due);
             return false;
         }
+        // KubeRay names the field again, capitalised, before the limit.
+        let mut capitalised = field.to_string();
+        capitalised[..1].make_ascii_uppercase();
         self.fail(
-            reason::PRE_RUNNING_DEADLINE_EXCEEDED,
+            failure,
             format!(
-                "The RayJob has passed the preRunningDeadlineSeconds. StartTime: {}. PreRunningDeadlineSeconds: {limit}",
+                "The RayJob has passed the {field}. StartTime: {}. {capitalised}: {limit}",
                 go_time(start)
             ),
         );

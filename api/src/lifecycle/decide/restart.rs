@@ -14,14 +14,7 @@ impl<'s, 'a> Pass<'s, 'a> {
         {
             waiting = true;
             if cluster.metadata.deletion_timestamp.is_none() {
-                let name = self.cluster_name();
-                self.actions
-                    .push(Action::DeleteRayCluster { name: name.clone() });
-                self.event(
-                    false,
-                    "DeletedRayCluster",
-                    format!("Deleted RayCluster {name}"),
-                );
+                self.delete_cluster("");
             }
         }
         if let Some(submitter) = self.s.submitter {

@@ -35,12 +35,9 @@ impl<'s, 'a> Pass<'s, 'a> {
         {
             return Flow::Break;
         }
-        if let Err(message) = self.sync_desired_gang() {
-            self.validation_failed(message);
-            return Flow::Break;
-        }
-        let Some(cluster) = self.cluster_or_create() else {
-            return Flow::Return;
+        let cluster = match self.gang_and_cluster() {
+            Ok(cluster) => cluster,
+            Err(flow) => return flow,
         };
         if !self.selector_mode() {
             self.sync_job_head_service(cluster);

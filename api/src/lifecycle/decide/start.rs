@@ -60,12 +60,9 @@ impl<'s, 'a> Pass<'s, 'a> {
         if self.active_deadline_exceeded() || self.pre_running_deadline_exceeded() {
             return Flow::Break;
         }
-        if let Err(message) = self.sync_desired_gang() {
-            self.validation_failed(message);
-            return Flow::Break;
-        }
-        let Some(cluster) = self.cluster_or_create() else {
-            return Flow::Return;
+        let cluster = match self.gang_and_cluster() {
+            Ok(cluster) => cluster,
+            Err(flow) => return flow,
         };
         if self.st.dashboard_url.as_deref().is_none_or(str::is_empty) {
             let state = cluster.status.as_ref().and_then(|s| s.state.as_deref());

@@ -119,14 +119,7 @@ impl<'s, 'a> Pass<'s, 'a> {
             }
             DeletionPolicyType::DeleteCluster => {
                 if self.live_cluster().is_some() {
-                    let name = self.cluster_name();
-                    self.actions
-                        .push(Action::DeleteRayCluster { name: name.clone() });
-                    self.event(
-                        false,
-                        "DeletedRayCluster",
-                        format!("Deleted RayCluster {name} (policy DeleteCluster)"),
-                    );
+                    self.delete_cluster(" (policy DeleteCluster)");
                 }
             }
             DeletionPolicyType::DeleteWorkers => {
