@@ -129,12 +129,17 @@ pub(crate) struct Writer {
 
 impl Writer {
     /// A writer for the objects of `namespace`, recording Events on `owner`.
-    pub(crate) fn new<K>(ctx: &Context, recorder: Arc<Recorder>, namespace: &str, owner: &K) -> Self
+    pub(crate) fn new<K>(
+        client: &Client,
+        recorder: Arc<Recorder>,
+        namespace: &str,
+        owner: &K,
+    ) -> Self
     where
         K: Resource<DynamicType = ()>,
     {
         Self {
-            client: ctx.client.clone(),
+            client: client.clone(),
             namespace: namespace.to_string(),
             recorder,
             regarding: owner.object_ref(&()),
@@ -298,5 +303,221 @@ impl Writer {
         if let Err(error) = self.recorder.publish(&event, &self.regarding).await {
             tracing::warn!(%error, reason = %note.reason, "could not record an Event");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use http_body_util::{BodyExt, Full};
+    use hyper::body::Bytes;
+    use hyper::{Request, Response};
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use raygate_api::lifecycle::Action as RayJobAction;
+
+    use super::*;
+
+    /// A request the fake API server saw: method, path and query, body.
+    type Seen = (String, String, String);
+
+    /// A fake API server: answers every request but Events (201) with `status` and records
+    /// what it was asked.
+    fn fake_api(status: u16) -> (Client, Arc<Mutex<Vec<Seen>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let service = tower::service_fn(move |request: Request<kube::client::Body>| {
+            let log = log.clone();
+            async move {
+                let method = request.method().to_string();
+                let uri = request.uri().to_string();
+                let body = request.into_body().collect().await?.to_bytes();
+                let body = String::from_utf8_lossy(&body).into_owned();
+                let code = if uri.contains("/events") { 201 } else { status };
+                log.lock().expect("lock").push((method, uri, body.clone()));
+                let answer = if code < 300 {
+                    // Echo the object written, as the API server answers a create or patch.
+                    if body.starts_with('{') {
+                        body
+                    } else {
+                        String::from("{}")
+                    }
+                } else {
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                           "reason": "Refused", "message": "refused", "code": code})
+                    .to_string()
+                };
+                Response::builder()
+                    .status(code)
+                    .header("content-type", "application/json")
+                    .body(Full::new(Bytes::from(answer)))
+                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
+            }
+        });
+        (Client::new(service, "default"), seen)
+    }
+
+    fn writer(client: &Client) -> Writer {
+        let recorder = Arc::new(Recorder::new(
+            client.clone(),
+            kube::runtime::events::Reporter {
+                controller: MANAGER_NAME.to_string(),
+                instance: None,
+            },
+        ));
+        let mut owner = ConfigMap::default();
+        owner.metadata.name = Some("owner".into());
+        owner.metadata.namespace = Some("team".into());
+        Writer::new(client, recorder, "team", &owner)
+    }
+
+    fn size() -> PodGroupSize {
+        PodGroupSize {
+            name: "ray-demo-pg".into(),
+            min_member: 3,
+            min_resources: Default::default(),
+        }
+    }
+
+    fn pod_group() -> PodGroup {
+        let mut pg = PodGroup::new("ray-demo-pg", Default::default());
+        pg.metadata.namespace = Some("team".into());
+        pg
+    }
+
+    #[tokio::test]
+    async fn a_resize_of_a_pod_group_that_is_gone_is_done_under_raygates_field_manager() {
+        let (client, seen) = fake_api(404);
+        writer(&client)
+            .resize_pod_group(&size())
+            .await
+            .expect("NotFound is success");
+        let seen = seen.lock().expect("lock").clone();
+        let (method, uri, body) = &seen[0];
+        assert_eq!(method, "PATCH");
+        assert!(
+            uri.contains("/namespaces/team/podgroups/ray-demo-pg"),
+            "{uri}"
+        );
+        assert!(uri.contains("fieldManager=raygate-reconciler"), "{uri}");
+        assert!(
+            body.contains("/spec/minMember") && body.contains("/spec/minResources"),
+            "{body}"
+        );
+        assert!(!body.contains("queue"), "only the size is written: {body}");
+
+        let (client, _) = fake_api(500);
+        let error = writer(&client)
+            .resize_pod_group(&size())
+            .await
+            .expect_err("a server error fails the write");
+        assert!(
+            error
+                .to_string()
+                .starts_with("resize PodGroup ray-demo-pg: "),
+            "{error}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_create_answered_already_exists_is_success_and_a_delete_answered_not_found_too() {
+        let (client, seen) = fake_api(409);
+        writer(&client)
+            .create(&pod_group())
+            .await
+            .expect("AlreadyExists is success");
+        let (method, uri, _) = seen.lock().expect("lock")[0].clone();
+        assert_eq!(method, "POST");
+        assert!(uri.contains("fieldManager=raygate-reconciler"), "{uri}");
+
+        let (client, _) = fake_api(404);
+        writer(&client)
+            .delete::<PodGroup>(
+                "ray-demo-pg",
+                &DeleteParams::default(),
+                "PodGroup ray-demo-pg",
+            )
+            .await
+            .expect("NotFound is success");
+
+        let (client, _) = fake_api(403);
+        let error = writer(&client)
+            .create(&pod_group())
+            .await
+            .expect_err("forbidden");
+        assert!(
+            error
+                .to_string()
+                .starts_with("create PodGroup ray-demo-pg: "),
+            "{error}"
+        );
+    }
+
+    /// Performs every write by creating `pod_group()`.
+    struct CreateAll<'a>(&'a Writer);
+
+    impl Perform<RayJobAction> for CreateAll<'_> {
+        async fn perform(&mut self, _: RayJobAction) -> Result<(), ReconcileError> {
+            self.0.create(&pod_group()).await
+        }
+    }
+
+    fn events(seen: &[Seen]) -> Vec<String> {
+        seen.iter()
+            .filter(|(_, uri, _)| uri.contains("/events"))
+            .map(|(_, _, body)| body.clone())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_failed_write_stops_the_pass_and_is_recorded_with_its_reason() {
+        let (client, seen) = fake_api(403);
+        let writer = writer(&client);
+        let actions = vec![
+            RayJobAction::Event(EventNote::normal("Starting", "first")),
+            RayJobAction::CreateService(Box::default()),
+            RayJobAction::Event(EventNote::normal("CreatedService", "never")),
+            RayJobAction::DeleteRayJob,
+        ];
+        let failed = carry_out(&writer, &mut CreateAll(&writer), actions)
+            .await
+            .expect_err("the create fails");
+        assert_eq!(failed.reason, Some("FailedToCreateService"));
+        let seen = seen.lock().expect("lock");
+        let events = events(&seen);
+        assert_eq!(events.len(), 2, "{events:?}");
+        assert!(events[0].contains("\"Starting\""), "{}", events[0]);
+        assert!(
+            events[1].contains("\"FailedToCreateService\"") && events[1].contains("\"Warning\""),
+            "{}",
+            events[1]
+        );
+        let writes = seen.iter().filter(|(_, uri, _)| !uri.contains("/events"));
+        assert_eq!(writes.count(), 1, "the pass stops at the failed write");
+    }
+
+    #[tokio::test]
+    async fn a_lost_race_is_retried_without_a_warning() {
+        let (client, seen) = fake_api(200);
+        let writer = writer(&client);
+        struct Stale;
+        impl Perform<RayJobAction> for Stale {
+            async fn perform(&mut self, _: RayJobAction) -> Result<(), ReconcileError> {
+                Err(ReconcileError::Stale {
+                    kind: "RayJob",
+                    seen: "1".into(),
+                    now: "2".into(),
+                })
+            }
+        }
+        let failed = carry_out(
+            &writer,
+            &mut Stale,
+            vec![RayJobAction::CreateService(Box::default())],
+        )
+        .await
+        .expect_err("the pass stops");
+        assert!(failed.error.is_conflict());
+        assert!(events(&seen.lock().expect("lock")).is_empty());
     }
 }

@@ -104,7 +104,7 @@ async fn reconcile_rayjob(
             return Ok(Requeue::await_change());
         }
         let writer = Writer::new(
-            &shared.ctx,
+            &shared.ctx.client,
             shared.recorder.clone(),
             &namespace,
             job.as_ref(),
@@ -143,7 +143,7 @@ async fn reconcile_raycluster(
             return Ok(Requeue::await_change());
         }
         let writer = Writer::new(
-            &shared.ctx,
+            &shared.ctx.client,
             shared.recorder.clone(),
             &namespace,
             cluster.as_ref(),

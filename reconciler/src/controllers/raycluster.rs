@@ -99,7 +99,7 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
         NamespaceScope::Plain => false,
         NamespaceScope::Volcano => true,
     };
-    let writer = Writer::new(ctx, shared.recorder.clone(), &namespace, cluster);
+    let writer = Writer::new(&ctx.client, shared.recorder.clone(), &namespace, cluster);
 
     // Observe: live reads, so a stale cache never decides.
     let uid = cluster.metadata.uid.clone();

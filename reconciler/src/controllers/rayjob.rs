@@ -145,7 +145,7 @@ async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> 
         NamespaceScope::Plain => false,
         NamespaceScope::Volcano => !deleting,
     };
-    let writer = Writer::new(&shared.ctx, shared.recorder.clone(), &namespace, job);
+    let writer = Writer::new(&shared.ctx.client, shared.recorder.clone(), &namespace, job);
     let cluster_name = status.ray_cluster_name.clone().unwrap_or_default();
     let cluster = if cluster_name.is_empty() || deleting {
         None
