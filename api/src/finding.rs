@@ -75,6 +75,16 @@ impl Finding {
     }
 }
 
+/// The errors among `findings`, each as `<field>: <message>` (kubectl's way of naming a bad
+/// field), in order.
+pub fn error_messages(findings: &[Finding]) -> Vec<String> {
+    findings
+        .iter()
+        .filter(|f| f.is_error())
+        .map(|f| format!("{}: {}", f.field, f.message))
+        .collect()
+}
+
 impl fmt::Display for Finding {
     /// kubectl-style: `spec.backoffLimit: <message>`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

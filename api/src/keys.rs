@@ -67,6 +67,13 @@ pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 pub const RAYJOB_FINALIZER: &str = "ray.io/rayjob-finalizer";
 /// `spec.managedBy` value of the KubeRay operator, which raygate's reconciler also honours.
 pub const KUBERAY_MANAGED_BY: &str = "ray.io/kuberay-operator";
+
+/// Whether a RayJob's or RayCluster's `spec.managedBy` hands it to another controller (e.g.
+/// Kueue's MultiKueue): anything but unset or [`KUBERAY_MANAGED_BY`], whose place raygate's
+/// reconciler takes.
+pub fn managed_elsewhere(managed_by: Option<&str>) -> bool {
+    managed_by.is_some_and(|m| m != KUBERAY_MANAGED_BY)
+}
 /// `spec.managedBy` value that hands a RayJob to Kueue's MultiKueue.
 pub const MULTIKUEUE_MANAGED_BY: &str = "kueue.x-k8s.io/multikueue";
 

@@ -92,6 +92,15 @@ pub fn is_status(error: &kube::Error, code: u16) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == code)
 }
 
+/// `<namespace>/<name>` of an object, or its name alone when it is cluster-scoped: the key in
+/// logs.
+pub(crate) fn object_key<K: Resource>(object: &K) -> String {
+    match object.namespace() {
+        Some(namespace) => format!("{namespace}/{}", object.name_any()),
+        None => object.name_any(),
+    }
+}
+
 /// The error policy of every controller: logs the failure with the object's key and retries
 /// it, soon after a conflict ([`CONFLICT_REQUEUE`]), else after [`ERROR_REQUEUE`].
 pub fn error_policy<K: Resource, S>(
@@ -99,11 +108,7 @@ pub fn error_policy<K: Resource, S>(
     error: &ReconcileError,
     _shared: Arc<S>,
 ) -> Action {
-    let key = format!(
-        "{}/{}",
-        object.namespace().unwrap_or_default(),
-        object.name_any()
-    );
+    let key = object_key(object.as_ref());
     if error.is_conflict() {
         tracing::debug!(object = %key, %error, "retrying on a newer version");
         Action::requeue(CONFLICT_REQUEUE)

@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use crate::MANAGER_NAME;
-use crate::context::{Context, ReconcileError, api_error, is_status};
+use crate::context::{Context, ReconcileError, api_error, is_status, object_key};
 
 /// The `action` of every Event the reconciler records.
 const EVENT_ACTION: &str = "Reconcile";
@@ -44,10 +44,7 @@ where
     K: Resource,
     F: Future<Output = Result<Requeue, ReconcileError>>,
 {
-    let key = match object.namespace() {
-        Some(namespace) => format!("{namespace}/{}", object.name_any()),
-        None => object.name_any(),
-    };
+    let key = object_key(object);
     let span = tracing::info_span!("reconcile", controller, object = %key);
     ctx.metrics
         .reconcile(controller, pass.instrument(span.clone()))

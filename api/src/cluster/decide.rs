@@ -209,12 +209,8 @@ fn earned_event(namespace: &str, write: &Action) -> Option<EventNote> {
 
 /// Validation errors that stop the cluster, joined kubectl-style.
 fn failure(cluster: &RayCluster, validation: &ValidationContext) -> Option<String> {
-    let findings = validation::validate_ray_cluster(cluster, validation);
-    let errors: Vec<String> = findings
-        .iter()
-        .filter(|f| f.is_error())
-        .map(|f| format!("{}: {}", f.field, f.message))
-        .collect();
+    let errors =
+        crate::finding::error_messages(&validation::validate_ray_cluster(cluster, validation));
     (!errors.is_empty()).then(|| format!("invalid RayCluster: {}", errors.join("; ")))
 }
 

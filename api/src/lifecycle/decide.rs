@@ -58,12 +58,7 @@ enum Flow {
 /// The next step of a RayJob's lifecycle.
 pub fn decide(s: &Snapshot<'_>) -> Decision {
     let job = s.job;
-    if job
-        .spec
-        .managed_by
-        .as_deref()
-        .is_some_and(|m| m != keys::KUBERAY_MANAGED_BY)
-    {
+    if keys::managed_elsewhere(job.spec.managed_by.as_deref()) {
         return Decision::default();
     }
     let has_finalizer = job

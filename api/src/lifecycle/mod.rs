@@ -31,7 +31,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::features::FeatureGates;
+use crate::keys;
 use crate::ray::v1::{RayCluster, RayJob, RayJobStatus};
+use crate::validation::{ValidationContext, validate_ray_job};
 use crate::volcano::PodGroup;
 
 pub use crate::decision::{EventNote, PodGroupSize};
@@ -390,6 +392,71 @@ pub fn dashboard_query(job: &RayJob) -> Option<(String, String)> {
     let url = status.dashboard_url.clone().filter(|u| !u.is_empty())?;
     let id = status.job_id.clone().filter(|i| !i.is_empty())?;
     Some((url, id))
+}
+
+/// What one pass of a RayJob must read, decided from the RayJob alone: the shell reads these
+/// and nothing else, then builds the [`Snapshot`]. [`Reads::of`] is `None` for a RayJob another
+/// controller manages: nothing is read, and [`decide`] would do nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reads {
+    /// Whether the RayJob's gang is kept in Volcano this pass: the namespace is opted in and
+    /// the RayJob is not being deleted.
+    pub volcano: bool,
+    /// The RayCluster named in status (none while deleting).
+    pub cluster: Option<String>,
+    /// K8sJobMode: the submitter Job (none while deleting).
+    pub submitter: Option<String>,
+    /// The PodGroup, when the gang is kept in Volcano.
+    pub pod_group: Option<String>,
+    /// SidecarMode: the label selector of the cluster's head Pod.
+    pub head_pod_selector: Option<String>,
+    /// The RayJob head Service ([`job_head_service_query`]).
+    pub job_head_service: Option<String>,
+    /// The Ray job to ask the dashboard about: `(dashboardURL, submission id)`
+    /// ([`dashboard_query`]).
+    pub ray_job: Option<(String, String)>,
+}
+
+impl Reads {
+    /// The reads of a pass over `job`, in a namespace opted into Volcano or not.
+    pub fn of(job: &RayJob, opted_in: bool) -> Option<Self> {
+        if keys::managed_elsewhere(job.spec.managed_by.as_deref()) {
+            return None;
+        }
+        let deleting = job.metadata.deletion_timestamp.is_some();
+        let mode = SubmissionMode::of(job);
+        let name = job.metadata.name.clone().unwrap_or_default();
+        let cluster = job
+            .status
+            .as_ref()
+            .and_then(|s| s.ray_cluster_name.clone())
+            .filter(|n| !n.is_empty());
+        let volcano = opted_in && !deleting;
+        Some(Self {
+            volcano,
+            head_pod_selector: cluster
+                .as_ref()
+                .filter(|_| mode == Some(SubmissionMode::Sidecar))
+                .map(|cluster| {
+                    format!(
+                        "{}={cluster},{}={}",
+                        keys::RAY_CLUSTER_LABEL,
+                        keys::RAY_NODE_TYPE_LABEL,
+                        keys::HEAD_NODE_TYPE
+                    )
+                }),
+            cluster: cluster.filter(|_| !deleting),
+            submitter: (mode == Some(SubmissionMode::K8sJob) && !deleting).then(|| name.clone()),
+            pod_group: volcano.then(|| keys::pod_group_name(&name)),
+            job_head_service: job_head_service_query(job).then(|| job_head_service_name(job)),
+            ray_job: dashboard_query(job),
+        })
+    }
+}
+
+/// The validation errors of `job` that stop it, each as `<field>: <message>`.
+pub fn validation_errors(job: &RayJob, context: &ValidationContext) -> Vec<String> {
+    crate::finding::error_messages(&validate_ray_job(job, context))
 }
 
 /// Whether this pass needs the RayJob head Service (`<rayjob>-head-svc`): only while Running

@@ -1065,6 +1065,56 @@ fn merge_patch_nulls_removed_keys_recursively() {
 }
 
 #[test]
+fn a_pass_reads_only_what_its_rayjob_needs() {
+    let reads = Reads::of(&running(job("")), true).expect("raygate's RayJob");
+    assert_eq!(
+        reads,
+        Reads {
+            volcano: true,
+            cluster: Some("demo-fghjk".into()),
+            submitter: Some("demo".into()),
+            pod_group: Some("ray-demo-pg".into()),
+            head_pod_selector: None,
+            job_head_service: Some("demo-head-svc".into()),
+            ray_job: Some((
+                "demo-fghjk-head-svc.ml.svc.cluster.local:8265".into(),
+                "demo-abcde".into()
+            )),
+        }
+    );
+
+    let plain = Reads::of(&initializing(job("")), false).expect("raygate's RayJob");
+    assert!(!plain.volcano);
+    assert_eq!(plain.pod_group, None);
+    assert_eq!(plain.job_head_service, None, "read only while Running");
+    assert_eq!(plain.ray_job, None, "asked only while Running");
+
+    let sidecar = Reads::of(&initializing(job("  submissionMode: SidecarMode")), true)
+        .expect("raygate's RayJob");
+    assert_eq!(sidecar.submitter, None);
+    assert_eq!(
+        sidecar.head_pod_selector.as_deref(),
+        Some("ray.io/cluster=demo-fghjk,ray.io/node-type=head")
+    );
+
+    let mut deleting = running(job(""));
+    deleting.metadata.deletion_timestamp = Some(at(NOW));
+    let reads = Reads::of(&deleting, true).expect("raygate's RayJob");
+    assert!(!reads.volcano);
+    assert_eq!(
+        (reads.cluster, reads.submitter, reads.pod_group),
+        (None, None, None),
+        "a deleting RayJob only sheds its finalizer"
+    );
+
+    assert_eq!(
+        Reads::of(&job("  managedBy: kueue.x-k8s.io/multikueue"), true),
+        None
+    );
+    assert!(Reads::of(&job("  managedBy: ray.io/kuberay-operator"), true).is_some());
+}
+
+#[test]
 fn dashboard_is_asked_only_while_running() {
     assert_eq!(
         dashboard_query(&running(job(""))),

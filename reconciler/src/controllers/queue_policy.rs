@@ -26,7 +26,7 @@ use raygate_api::queue_policy::{QueuePolicy, desired_status};
 use serde_json::json;
 use tracing::info;
 
-use crate::context::{Context, ReconcileError, api_error, error_policy};
+use crate::context::{Context, ReconcileError, api_error, error_policy, is_status};
 use crate::exec::{self, Writer};
 
 /// The controller's name (metrics label, logs).
@@ -98,14 +98,19 @@ async fn reconcile(
             return Ok(Requeue::await_change());
         };
         let name = policy.name_any();
-        Api::<QueuePolicy>::all(shared.ctx.client.clone())
+        let patched = Api::<QueuePolicy>::all(shared.ctx.client.clone())
             .patch_status(
                 &name,
                 &Writer::patch_params(),
                 &Patch::Merge(json!({ "status": status })),
             )
-            .await
-            .map_err(api_error(format!("patch status of QueuePolicy {name}")))?;
+            .await;
+        match patched {
+            Ok(_) => {}
+            // Deleted since the cache saw it: no status to keep.
+            Err(e) if is_status(&e, 404) => return Ok(Requeue::await_change()),
+            Err(e) => return Err(api_error(format!("patch status of QueuePolicy {name}"))(e)),
+        }
         info!(
             observed_generation = ?status.observed_generation,
             matched_namespaces = ?status.matched_namespaces,

@@ -82,13 +82,8 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
         // Children go with the cluster through their ownerReferences.
         return Ok(Requeue::await_change());
     }
-    if let Some(manager) = cluster.spec.managed_by.as_deref()
-        && manager != keys::KUBERAY_MANAGED_BY
-    {
-        tracing::debug!(
-            managed_by = manager,
-            "managed by another controller; skipped"
-        );
+    if keys::managed_elsewhere(cluster.spec.managed_by.as_deref()) {
+        tracing::debug!("managed by another controller; skipped");
         return Ok(Requeue::await_change());
     }
     let volcano = match ctx.namespace_scope(&namespace) {

@@ -19,15 +19,12 @@ use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PropagationPolic
 use kube::runtime::controller::Action as Requeue;
 use kube::runtime::events::Recorder;
 use kube::runtime::watcher;
-use raygate_api::finding::Finding;
 use raygate_api::keys;
 use raygate_api::lifecycle::{
-    Action, FreshSuffixes, LifecycleConfig, RayJobObservation, Snapshot, SubmissionMode,
-    dashboard_query, decide, job_head_service_name, job_head_service_query, ray_cluster_object,
-    status_patch, submitter_job_object,
+    Action, FreshSuffixes, LifecycleConfig, RayJobObservation, Reads, Snapshot, decide,
+    ray_cluster_object, status_patch, submitter_job_object, validation_errors,
 };
 use raygate_api::ray::v1::{RayCluster, RayJob};
-use raygate_api::validation::validate_ray_job;
 use raygate_api::volcano::PodGroup;
 use serde_json::{Value, json};
 use tracing::{debug, info, warn};
@@ -111,14 +108,6 @@ fn entropy() -> u64 {
     hasher.finish()
 }
 
-fn error_messages(findings: &[Finding]) -> Vec<String> {
-    findings
-        .iter()
-        .filter(|f| f.is_error())
-        .map(|f| format!("{}: {}", f.field, f.message))
-        .collect()
-}
-
 async fn reconcile(job: Arc<RayJob>, shared: Arc<Shared>) -> Result<Requeue, ReconcileError> {
     exec::reconcile(&shared.ctx, NAME, job.as_ref(), pass(&job, &shared)).await
 }
@@ -126,79 +115,60 @@ async fn reconcile(job: Arc<RayJob>, shared: Arc<Shared>) -> Result<Requeue, Rec
 /// One reconcile pass of one RayJob: observe, decide, carry out.
 async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> {
     let (namespace, name) = exec::namespace_and_name(job, "RayJob")?;
-    let status = job.status.clone().unwrap_or_default();
-    let mode = SubmissionMode::of(job);
-    let managed_elsewhere = job
-        .spec
-        .managed_by
-        .as_deref()
-        .is_some_and(|m| m != keys::KUBERAY_MANAGED_BY);
-    if managed_elsewhere {
-        return Ok(Requeue::await_change());
-    }
-    let deleting = job.metadata.deletion_timestamp.is_some();
-    let volcano = match shared.ctx.namespace_scope(&namespace) {
+    let opted_in = match shared.ctx.namespace_scope(&namespace) {
         NamespaceScope::Ignored => {
             debug!("namespace not selected; skipped");
             return Ok(Requeue::await_change());
         }
         NamespaceScope::Plain => false,
-        NamespaceScope::Volcano => !deleting,
+        NamespaceScope::Volcano => true,
+    };
+    let Some(reads) = Reads::of(job, opted_in) else {
+        debug!("managed by another controller; skipped");
+        return Ok(Requeue::await_change());
     };
     let writer = Writer::new(&shared.ctx.client, shared.recorder.clone(), &namespace, job);
-    let cluster_name = status.ray_cluster_name.clone().unwrap_or_default();
-    let cluster = if cluster_name.is_empty() || deleting {
-        None
-    } else {
-        writer.get::<RayCluster>(&cluster_name).await?
+    let cluster = match &reads.cluster {
+        Some(name) => writer.get::<RayCluster>(name).await?,
+        None => None,
     };
-    let submitter = if mode == Some(SubmissionMode::K8sJob) && !deleting {
-        writer.get::<Job>(&name).await?
-    } else {
-        None
+    let submitter = match &reads.submitter {
+        Some(name) => writer.get::<Job>(name).await?,
+        None => None,
     };
-    let pod_group = if volcano {
-        writer.get::<PodGroup>(&keys::pod_group_name(&name)).await?
-    } else {
-        None
+    let pod_group = match &reads.pod_group {
+        Some(name) => writer.get::<PodGroup>(name).await?,
+        None => None,
     };
-    let head_pod = if mode == Some(SubmissionMode::Sidecar) && !cluster_name.is_empty() {
-        let selector = format!(
-            "{}={cluster_name},{}=head",
-            keys::RAY_CLUSTER_LABEL,
-            keys::RAY_NODE_TYPE_LABEL
-        );
-        writer
+    let head_pod = match &reads.head_pod_selector {
+        Some(selector) => writer
             .api::<Pod>()
-            .list(&ListParams::default().labels(&selector))
+            .list(&ListParams::default().labels(selector))
             .await
             .map_err(api_error("list the head Pod"))?
             .items
             .into_iter()
-            .next()
-    } else {
-        None
+            .next(),
+        None => None,
     };
-    let job_head_service = if job_head_service_query(job) {
-        writer.get::<Service>(&job_head_service_name(job)).await?
-    } else {
-        None
+    let job_head_service = match &reads.job_head_service {
+        Some(name) => writer.get::<Service>(name).await?,
+        None => None,
     };
-    let ray_job = match dashboard_query(job) {
+    let ray_job = match &reads.ray_job {
         None => RayJobObservation::NotQueried,
-        Some((url, id)) => match shared.dashboard.job(&url, &id).await {
+        Some((url, id)) => match shared.dashboard.job(url, id).await {
             Ok(details) => RayJobObservation::Found(details),
             Err(DashboardError::NotFound(_)) => RayJobObservation::NotFound,
             Err(e) => RayJobObservation::Unreachable(e.to_string()),
         },
     };
-    let validation_errors = error_messages(&validate_ray_job(job, &shared.ctx.config.validation));
     let snapshot = Snapshot {
         job,
         now: Timestamp::now(),
         config: &shared.lifecycle,
-        validation_errors,
-        volcano,
+        validation_errors: validation_errors(job, &shared.ctx.config.validation),
+        volcano: reads.volcano,
         cluster: cluster.as_ref(),
         submitter: submitter.as_ref(),
         head_pod: head_pod.as_ref(),
