@@ -73,7 +73,7 @@ pub enum Owner<'a> {
 
 /// What a PodGroup-only reconcile observed.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Observed<'a> {
+pub struct Snapshot<'a> {
     /// The PodGroup `ray-<owner>-pg`, if it exists.
     pub pod_group: Option<&'a PodGroup>,
     /// RayJobs: the cluster named in `status.rayClusterName`, if it exists (deleting or not).
@@ -134,7 +134,7 @@ impl decision::Action for Action {
 }
 
 /// The PodGroup-only reconcile of `owner`: [`change`] as writes, Events and a requeue.
-pub fn decide(owner: Owner<'_>, observed: &Observed<'_>) -> Decision<Action> {
+pub fn decide(owner: Owner<'_>, observed: &Snapshot<'_>) -> Decision<Action> {
     let (actions, requeue_after) = match change(owner, observed) {
         Change::InSync => (Vec::new(), Some(STEADY_REQUEUE)),
         Change::Create(pg) => {
@@ -184,7 +184,7 @@ pub fn decide(owner: Owner<'_>, observed: &Observed<'_>) -> Decision<Action> {
 }
 
 /// What the object's PodGroup needs: the judgement behind [`decide`].
-pub fn change(owner: Owner<'_>, observed: &Observed<'_>) -> Change {
+pub fn change(owner: Owner<'_>, observed: &Snapshot<'_>) -> Change {
     if let Some(message) = kuberay_gang_evidence(owner, observed) {
         return Change::KubeRayGangScheduled { message };
     }
@@ -236,7 +236,7 @@ enum Target {
     Zero,
 }
 
-fn ray_job_target(job: &RayJob, observed: &Observed<'_>) -> Target {
+fn ray_job_target(job: &RayJob, observed: &Snapshot<'_>) -> Target {
     if job.metadata.deletion_timestamp.is_some() || job.spec.suspend == Some(true) {
         return Target::Zero;
     }
@@ -341,7 +341,7 @@ fn key(meta: &ObjectMeta) -> String {
 ///   `status` (and drop empty fields, which claims nothing).
 /// * A RayJob's cluster carries `scheduling.k8s.io/group-name`: KubeRay's adapter annotates the
 ///   RayCluster it creates in K8sJobMode; raygate's webhook annotates Pods, never clusters.
-fn kuberay_gang_evidence(owner: Owner<'_>, observed: &Observed<'_>) -> Option<String> {
+fn kuberay_gang_evidence(owner: Owner<'_>, observed: &Snapshot<'_>) -> Option<String> {
     if let Some(pg) = observed.pod_group {
         let name = pg.metadata.name.as_deref().unwrap_or_default();
         let ours = pg

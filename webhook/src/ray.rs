@@ -64,13 +64,10 @@ pub async fn review_ray(
     {
         return Verdict::allow();
     }
-    let operation = match request.operation {
-        Operation::Update => admission::Operation::Update,
-        _ => admission::Operation::Create,
-    };
+    let operation = request.operation;
     let old_object = match (operation, request.old_object.as_ref()) {
-        (admission::Operation::Update, Some(old)) if old.is_object() => Some(old.clone()),
-        (admission::Operation::Update, _) => {
+        (Operation::Update, Some(old)) if old.is_object() => Some(old.clone()),
+        (Operation::Update, _) => {
             return Verdict::deny(Denial::bad_request(
                 "request.oldObject: Required value: an UPDATE review carries the old object",
             ));

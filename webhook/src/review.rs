@@ -56,31 +56,8 @@ pub struct GroupVersionKind {
     pub kind: String,
 }
 
-/// The operation under review.
-#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum Operation {
-    /// Object creation.
-    Create,
-    /// Object update.
-    Update,
-    /// Object deletion.
-    Delete,
-    /// A connect call (exec, proxy, …).
-    Connect,
-}
-
-impl Operation {
-    /// The API server's spelling, as a metric label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Operation::Create => "CREATE",
-            Operation::Update => "UPDATE",
-            Operation::Delete => "DELETE",
-            Operation::Connect => "CONNECT",
-        }
-    }
-}
+/// The operation under review: the core's, which the Ray object review decides on.
+pub use raygate_api::admission::Operation;
 
 /// The parts of `request` raygate reads. `O` is how `object` is read on the wire; the webhooks
 /// get it as a `Value` (see [`ObjectView`]).

@@ -55,13 +55,30 @@ use crate::volcano::Queue;
 
 pub use rules::{LiveCluster, live_cluster};
 
-/// The operation under review.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The operation under review, as an AdmissionReview names it (`request.operation`).
+#[derive(serde::Deserialize, serde::Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "UPPERCASE")]
 pub enum Operation {
     /// A new object.
     Create,
     /// A change to an existing object; the review carries the old object.
     Update,
+    /// Object deletion (never sent to raygate's Ray object review).
+    Delete,
+    /// A connect call: exec, proxy, … (never sent to raygate's Ray object review).
+    Connect,
+}
+
+impl Operation {
+    /// The API server's spelling, as a metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+            Operation::Connect => "CONNECT",
+        }
+    }
 }
 
 /// Volcano queues by name, as the caller has them cached.

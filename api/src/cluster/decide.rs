@@ -23,7 +23,7 @@ use crate::validation::{self, ValidationContext};
 use crate::volcano::PodGroup;
 
 /// What exists for one RayCluster.
-pub struct Observed<'a> {
+pub struct Snapshot<'a> {
     /// Pods labelled `ray.io/cluster=<name>` in the cluster's namespace (terminating ones too).
     pub pods: &'a [Pod],
     /// The head Service, when it exists.
@@ -103,7 +103,7 @@ fn is_head(pod: &Pod) -> bool {
 /// the status when it changed.
 pub fn decide(
     cluster: &RayCluster,
-    observed: &Observed<'_>,
+    observed: &Snapshot<'_>,
     validation: &ValidationContext,
     options: &BuildOptions,
 ) -> Decision<Action> {
@@ -131,7 +131,7 @@ pub fn decide(
 
 fn finish(
     cluster: &RayCluster,
-    observed: &Observed<'_>,
+    observed: &Snapshot<'_>,
     writes: Vec<Action>,
     warnings: Vec<String>,
     failure: Option<String>,
@@ -268,7 +268,7 @@ fn delete(pod: &Pod, reason: &str) -> Action {
 
 fn pod_actions(
     cluster: &RayCluster,
-    observed: &Observed<'_>,
+    observed: &Snapshot<'_>,
     options: &BuildOptions,
     actions: &mut Vec<Action>,
     warnings: &mut Vec<String>,

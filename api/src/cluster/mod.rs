@@ -17,4 +17,4 @@ pub mod decide;
 pub mod status;
 
 pub use build::{BuildOptions, build_head_service, build_pod, head_service_name, pod_object};
-pub use decide::{Action, FailedWrite, Observed, decide};
+pub use decide::{Action, FailedWrite, Snapshot, decide};

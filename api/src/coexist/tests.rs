@@ -114,8 +114,8 @@ fn ours(min_member: i32, min: &[(&str, &str)]) -> PodGroup {
     pg
 }
 
-fn observed<'a>(pod_group: Option<&'a PodGroup>, cluster: Option<&'a RayCluster>) -> Observed<'a> {
-    Observed {
+fn observed<'a>(pod_group: Option<&'a PodGroup>, cluster: Option<&'a RayCluster>) -> Snapshot<'a> {
+    Snapshot {
         pod_group,
         cluster,
         own_manager: OWN,

@@ -16,7 +16,7 @@ use futures::future::BoxFuture;
 use kube::runtime::controller::Action as Requeue;
 use kube::runtime::events::Recorder;
 use kube::runtime::watcher;
-use raygate_api::coexist::{self, Action, Observed, Owner};
+use raygate_api::coexist::{self, Action, Owner, Snapshot};
 use raygate_api::keys;
 use raygate_api::ray::v1::{RayCluster, RayJob};
 use raygate_api::volcano::PodGroup;
@@ -121,7 +121,7 @@ async fn reconcile_rayjob(
         let pod_group = writer.get::<PodGroup>(&keys::pod_group_name(&name)).await?;
         let decision = coexist::decide(
             Owner::RayJob(&job),
-            &Observed {
+            &Snapshot {
                 pod_group: pod_group.as_ref(),
                 cluster: cluster.as_ref(),
                 own_manager: MANAGER_NAME,
@@ -151,7 +151,7 @@ async fn reconcile_raycluster(
         let pod_group = writer.get::<PodGroup>(&keys::pod_group_name(&name)).await?;
         let decision = coexist::decide(
             Owner::RayCluster(&cluster),
-            &Observed {
+            &Snapshot {
                 pod_group: pod_group.as_ref(),
                 cluster: None,
                 own_manager: MANAGER_NAME,

@@ -22,7 +22,7 @@ use kube::runtime::events::Recorder;
 use kube::runtime::watcher;
 use kube::{ResourceExt, api::DynamicObject};
 use raygate_api::cluster::status as cluster_status;
-use raygate_api::cluster::{self, Action, FailedWrite, Observed};
+use raygate_api::cluster::{self, Action, FailedWrite, Snapshot};
 use raygate_api::keys;
 use raygate_api::ray::v1::RayCluster;
 use raygate_api::volcano::PodGroup;
@@ -122,7 +122,7 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
     let decide = |failed_write| {
         cluster::decide(
             cluster,
-            &Observed {
+            &Snapshot {
                 pods: &pods,
                 head_service: head_service.as_ref(),
                 pod_group: pod_group.as_ref(),

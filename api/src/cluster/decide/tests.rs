@@ -112,7 +112,7 @@ fn plan(
     let now = now();
     let decision = decide(
         c,
-        &Observed {
+        &Snapshot {
             pods,
             head_service: svc,
             pod_group: pg,
@@ -568,7 +568,7 @@ fn unchanged_status_is_not_rewritten() {
     let later = Time(Timestamp::from_second(1_800_000_100).expect("time"));
     let p2 = decide(
         &c2,
-        &Observed {
+        &Snapshot {
             pods: &pods,
             head_service: Some(&service(&c)),
             pod_group: None,
@@ -600,7 +600,7 @@ fn children_are_created_in_the_cluster_namespace() {
 fn decide_new(c: &RayCluster, failed_write: Option<FailedWrite<'_>>) -> Decision<Action> {
     decide(
         c,
-        &Observed {
+        &Snapshot {
             pods: &[],
             head_service: None,
             pod_group: None,
