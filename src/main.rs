@@ -578,6 +578,8 @@ fn crds(write: Option<PathBuf>) -> Result<u8> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use clap::CommandFactory;
 
     use super::*;
@@ -598,6 +600,28 @@ mod tests {
             }
         }
         flags
+    }
+
+    #[test]
+    fn a_flag_has_one_environment_variable_on_every_subcommand() {
+        let mut envs: BTreeMap<String, BTreeMap<Option<String>, Vec<String>>> = BTreeMap::new();
+        for subcommand in Cli::command().get_subcommands() {
+            for arg in subcommand.get_arguments() {
+                let Some(long) = arg.get_long() else { continue };
+                let env = arg.get_env().map(|e| e.to_string_lossy().into_owned());
+                envs.entry(long.to_string())
+                    .or_default()
+                    .entry(env)
+                    .or_default()
+                    .push(subcommand.get_name().to_string());
+            }
+        }
+        let split: Vec<_> = envs.iter().filter(|(_, by_env)| by_env.len() > 1).collect();
+        assert!(split.is_empty(), "{split:#?}");
+        assert!(
+            envs["namespace-label"].contains_key(&Some("RAYGATE_NAMESPACE_LABEL".to_string())),
+            "{envs:?}"
+        );
     }
 
     #[test]

@@ -74,7 +74,7 @@ pub struct InstallArgs {
     #[arg(long, value_enum, default_value_t = FailurePolicyArg::Fail)]
     failure_policy: FailurePolicyArg,
     /// Where the webhook's serving certificate comes from.
-    #[arg(long, value_enum, default_value_t = InstallCertMode::SelfManaged)]
+    #[arg(long, value_enum, env = "RAYGATE_CERT_MODE", default_value_t = InstallCertMode::SelfManaged)]
     cert_mode: InstallCertMode,
     /// cert-manager mode: the issuer to use, `KIND/NAME` (e.g. `ClusterIssuer/corp-ca`).
     #[arg(long, value_name = "KIND/NAME")]
@@ -87,21 +87,27 @@ pub struct InstallArgs {
     #[arg(long, value_name = "FILE")]
     ca_bundle_file: Option<PathBuf>,
     /// Serve the admission and conversion webhook.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    #[arg(long, env = "RAYGATE_ENABLE_WEBHOOK", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     enable_webhook: bool,
     /// Run the reconciler.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    #[arg(long, env = "RAYGATE_ENABLE_RECONCILER", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     enable_reconciler: bool,
     /// Controller of the RayJobs and RayClusters of namespaces without the
     /// `raygate.io/reconciler` label.
-    #[arg(long, value_enum, default_value_t = crate::Reconciler::Raygate, value_name = "RECONCILER")]
+    #[arg(long, value_enum, env = "RAYGATE_RECONCILER", default_value_t = crate::Reconciler::Raygate, value_name = "RECONCILER")]
     reconciler: crate::Reconciler,
     /// Label selector on Namespaces (e.g. `team=ml,!legacy`): the reconciler leaves the Ray
     /// objects of namespaces it does not select alone; empty runs them everywhere.
-    #[arg(long, default_value = "", value_name = "SELECTOR")]
+    #[arg(
+        long,
+        env = "RAYGATE_NAMESPACE_SELECTOR",
+        default_value = "",
+        value_name = "SELECTOR"
+    )]
     namespace_selector: String,
-    /// KubeRay feature gates, e.g. `RayJobDeletionPolicy=true`.
-    #[arg(long, default_value = "", value_name = "GATES")]
+    /// KubeRay feature gates, e.g. `RayJobDeletionPolicy=true`, checked as the installed
+    /// process checks them (a gate it would refuse is refused here, not in a crash-looping Pod).
+    #[arg(long, env = "RAYGATE_FEATURE_GATES", default_value = "", value_name = "GATES", value_parser = checked_feature_gates)]
     feature_gates: String,
     /// Resource requests of raygate's container, `NAME=QUANTITY,...`.
     #[arg(
@@ -118,7 +124,7 @@ pub struct InstallArgs {
     )]
     limits: String,
     /// Log format of raygate's container (`text` or `json`).
-    #[arg(long, value_enum, default_value_t = crate::logging::LogFormat::Text)]
+    #[arg(long, value_enum, env = "RAYGATE_LOG_FORMAT", default_value_t = crate::logging::LogFormat::Text)]
     log_format: crate::logging::LogFormat,
     /// `nodeSelector` of raygate's Pods, `KEY=VALUE,...`.
     #[arg(long, default_value = "", value_name = "KEY=VALUE,...")]
@@ -127,6 +133,15 @@ pub struct InstallArgs {
     /// repeat the flag for more.
     #[arg(long = "toleration", value_name = "KEY[=VALUE]:EFFECT")]
     tolerations: Vec<String>,
+}
+
+/// `--feature-gates` as written, once `raygate run` would accept it.
+fn checked_feature_gates(
+    written: &str,
+) -> Result<String, <raygate_api::features::FeatureGates as std::str::FromStr>::Err> {
+    written
+        .parse::<raygate_api::features::FeatureGates>()
+        .map(|_| written.to_owned())
 }
 
 /// `KEY[=VALUE]:EFFECT` as a toleration: `Equal` with a value, `Exists` without.

@@ -602,6 +602,28 @@ fn manifests_render_the_installation_for_a_namespace_and_image() {
 }
 
 #[test]
+fn manifests_refuse_feature_gates_the_installed_process_would_refuse() {
+    let out = raygate(&["manifests", "--feature-gates", "NoSuchGate=true"], None);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    let message = stderr(&out);
+    assert!(
+        message.contains("'--feature-gates <GATES>'")
+            && message.contains("unknown feature gate \"NoSuchGate\"")
+            && message.contains("RayJobDeletionPolicy"),
+        "{message}"
+    );
+    let out = raygate(
+        &["manifests", "--feature-gates", "RayJobDeletionPolicy=true"],
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("--feature-gates=RayJobDeletionPolicy=true"),
+        "the gates reach the Deployment as written"
+    );
+}
+
+#[test]
 fn manifests_render_the_webhook_configurations_alone_for_a_url_and_ca() {
     let dir = std::env::temp_dir().join(format!("raygate-cli-ca-{}", std::process::id()));
     fs::create_dir_all(&dir).expect("a temporary directory");
