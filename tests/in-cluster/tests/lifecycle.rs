@@ -287,7 +287,7 @@ const NOT_USED_HERE: [(&str, &str, &str); 13] = [
     ("ray.io", "rayjobs/finalizers", "update"),
     ("ray.io", "rayclusters/finalizers", "update"),
     // A RayJob's deletion strategy deleting the RayJob itself, or only its workers
-    // (`reconciler/src/rayjob.rs`, `Action::DeleteRayJob`, `Action::SuspendWorkerGroups`).
+    // (`reconciler/src/controllers/rayjob.rs`, `Action::DeleteRayJob`, `Action::SuspendWorkerGroups`).
     ("ray.io", "rayjobs", "delete"),
     ("ray.io", "rayclusters", "patch"),
     // A finished RayJob's cluster shut down (`shutdownAfterJobFinishes`, its TTL), or a
@@ -297,7 +297,7 @@ const NOT_USED_HERE: [(&str, &str, &str); 13] = [
     ("batch", "jobs", "delete"),
     // A retry repointing the RayJob's head Service at the new cluster (`Action::PatchService`).
     ("", "services", "patch"),
-    // A failed or surplus Ray Pod replaced (`reconciler/src/ray_cluster.rs`, `DeletePod`).
+    // A failed or surplus Ray Pod replaced (`reconciler/src/controllers/raycluster.rs`, `DeletePod`).
     ("", "pods", "delete"),
     // A QueuePolicy's status: this suite creates none (tests/tests/queue_policy.rs does, with
     // raygate as a host process).
