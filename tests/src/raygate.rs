@@ -47,6 +47,40 @@ pub async fn run(args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("running {} {args:?}: {e}", raygate.display()))
 }
 
+/// A test's own `raygate run` on loopback, before its test-specific flags: its webhook on
+/// `127.0.0.1:port` with a self-managed certificate (Secret `raygate-run-cert` in `ns`, a SAN
+/// for 127.0.0.1), no CRD conversion, probes and metrics on `127.0.0.1:ops_port`, leader
+/// election off, its log (standard error) in `log`, killed when dropped. Callers must add
+/// `--mutating-webhook-configuration` and `--validating-webhook-configuration` (empty for
+/// none): by default raygate would inject its CA into the environment's own `raygate` ones.
+///
+/// # Panics
+/// When the log file cannot be created.
+pub fn run_on_loopback(
+    env: &crate::Env,
+    ns: &str,
+    port: u16,
+    ops_port: u16,
+    log: &std::path::Path,
+) -> tokio::process::Command {
+    let file = std::fs::File::create(log)
+        .unwrap_or_else(|e| panic!("a log file for raygate run, {}: {e}", log.display()));
+    let mut command = tokio::process::Command::new(binary());
+    command
+        .args(["run", "--address", &format!("127.0.0.1:{port}")])
+        .args(["--metrics-address", &format!("127.0.0.1:{ops_port}")])
+        .args(["--cert-mode", "self-managed", "--webhook-namespace", ns])
+        .args(["--webhook-service", "raygate-run"])
+        .args(["--cert-secret", "raygate-run-cert"])
+        .args(["--cert-extra-san", "127.0.0.1"])
+        .args(["--conversion-crd=", "--leader-elect=false"])
+        .env("KUBECONFIG", env.kubeconfig())
+        .stdin(std::process::Stdio::null())
+        .stderr(file)
+        .kill_on_drop(true);
+    command
+}
+
 /// Label selector of the in-cluster installation's Pods (the Deployment's selector).
 pub const INSTALLATION_SELECTOR: &str = "app.kubernetes.io/name=raygate";
 

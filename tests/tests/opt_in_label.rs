@@ -8,7 +8,6 @@
 //! test's namespace, so this process never reviews another test's objects. The cluster-wide
 //! QueuePolicy webhook is left out for the same reason (the environment's own checks policies).
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::{
@@ -197,35 +196,15 @@ async fn a_non_default_opt_in_label_onboards_governs_and_gangs_end_to_end() {
     let label = format!("{}={}", OPT_IN.0, OPT_IN.1);
     let log_path = std::path::Path::new(env.var("RAYGATE_LOGS"))
         .join(format!("raygate-run-{}.log", ns.name()));
-    let log = std::fs::File::create(&log_path).expect("a log file for raygate run");
-    let mut raygate = tokio::process::Command::new(raygate_e2e::raygate::binary())
-        .args(["run", "--namespace-label", &label])
-        .args(["--address", &format!("127.0.0.1:{port}")])
-        .args(["--metrics-address", &format!("127.0.0.1:{ops_port}")])
-        .args([
-            "--cert-mode",
-            "self-managed",
-            "--webhook-namespace",
-            ns.name(),
-        ])
-        .args([
-            "--webhook-service",
-            "raygate-run",
-            "--cert-secret",
-            "raygate-run-cert",
-        ])
-        .args(["--cert-extra-san", "127.0.0.1"])
-        .arg(format!("--mutating-webhook-configuration={name}"))
-        .arg(format!("--validating-webhook-configuration={name}"))
-        .args(["--conversion-crd=", "--leader-elect=false"])
-        .args(["--watch-namespaces", ns.name()])
-        .args(["--ray-dashboard-address", env.ray_dashboard()])
-        .env("KUBECONFIG", env.kubeconfig())
-        .stdin(Stdio::null())
-        .stderr(log)
-        .kill_on_drop(true)
-        .spawn()
-        .expect("starting raygate run");
+    let mut raygate =
+        raygate_e2e::raygate::run_on_loopback(&env, ns.name(), port, ops_port, &log_path)
+            .args(["--namespace-label", &label])
+            .arg(format!("--mutating-webhook-configuration={name}"))
+            .arg(format!("--validating-webhook-configuration={name}"))
+            .args(["--watch-namespaces", ns.name()])
+            .args(["--ray-dashboard-address", env.ray_dashboard()])
+            .spawn()
+            .expect("starting raygate run");
     let log_text = || std::fs::read_to_string(&log_path).unwrap_or_default();
 
     // Ready, with its CA injected into both registrations.

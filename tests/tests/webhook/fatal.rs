@@ -2,7 +2,6 @@
 //! Service (`/readyz` 503 while it still serves), then drains, and only then does the process
 //! exit non-zero (`src/run.rs`, `src/webhook.rs`).
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use raygate_api::manifests::LEAVE_SERVICE_SECONDS;
@@ -16,36 +15,17 @@ async fn a_fatal_reconciler_error_takes_the_webhook_out_of_service_before_the_pr
     let (port, ops_port) = (free_port(), free_port());
     let log_path = std::path::Path::new(env.var("RAYGATE_LOGS"))
         .join(format!("raygate-run-{}.log", ns.name()));
-    let log = std::fs::File::create(&log_path).expect("a log file for raygate run");
-    let mut raygate = tokio::process::Command::new(raygate_e2e::raygate::binary())
-        .args(["run", "--address", &format!("127.0.0.1:{port}")])
-        .args(["--metrics-address", &format!("127.0.0.1:{ops_port}")])
-        .args([
-            "--cert-mode",
-            "self-managed",
-            "--webhook-namespace",
-            ns.name(),
-        ])
-        .args([
-            "--webhook-service",
-            "raygate-run",
-            "--cert-secret",
-            "raygate-run-cert",
-        ])
-        .args(["--cert-extra-san", "127.0.0.1"])
-        .args([
-            "--mutating-webhook-configuration=",
-            "--validating-webhook-configuration=",
-        ])
-        .args(["--conversion-crd=", "--leader-elect=false"])
-        // The API server refuses this selector: the reconciler's start fails for good.
-        .args(["--namespace-selector", "!!not a selector"])
-        .env("KUBECONFIG", env.kubeconfig())
-        .stdin(Stdio::null())
-        .stderr(log)
-        .kill_on_drop(true)
-        .spawn()
-        .expect("starting raygate run");
+    let mut raygate =
+        raygate_e2e::raygate::run_on_loopback(&env, ns.name(), port, ops_port, &log_path)
+            // No webhook configuration to inject the CA into: nothing calls this webhook.
+            .args([
+                "--mutating-webhook-configuration=",
+                "--validating-webhook-configuration=",
+            ])
+            // The API server refuses this selector: the reconciler's start fails for good.
+            .args(["--namespace-selector", "!!not a selector"])
+            .spawn()
+            .expect("starting raygate run");
     let log_text = || std::fs::read_to_string(&log_path).unwrap_or_default();
 
     let ops = Dashboard::new(&format!("http://127.0.0.1:{ops_port}"));
