@@ -9,6 +9,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::ListParams;
 use kube::runtime::controller::Action;
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -18,6 +19,7 @@ use tokio::sync::watch;
 
 use crate::Config;
 use crate::dashboard::DashboardError;
+use crate::exec::Writer;
 use crate::metrics::Metrics;
 
 /// Requeue after a failed reconcile.
@@ -163,6 +165,9 @@ pub struct Context {
     namespaces: Store<Namespace>,
     /// Fires when the controllers must stop.
     pub shutdown: Shutdown,
+    /// The Event recorder of every controller: raygate's reporter name and this replica's
+    /// identity.
+    recorder: Arc<Recorder>,
 }
 
 /// Where a namespace stands for raygate.
@@ -222,13 +227,29 @@ impl Context {
             ready = store.wait_until_ready() => ready.map_err(|_| crate::runtime::Error::NamespaceCache)?,
             () = shutdown.clone().wait() => {}
         }
+        let recorder = Arc::new(Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: crate::MANAGER_NAME.to_string(),
+                instance: config.leader_election.as_ref().map(|l| l.identity.clone()),
+            },
+        ));
         Ok(Arc::new(Context {
             client,
             config,
             metrics,
             namespaces: store,
             shutdown,
+            recorder,
         }))
+    }
+
+    /// A writer for the objects of `namespace`, recording Events on `owner`.
+    pub(crate) fn writer<K>(&self, namespace: &str, owner: &K) -> Writer
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        Writer::new(&self.client, self.recorder.clone(), namespace, owner)
     }
 
     /// How raygate's own RayJob and RayCluster controllers treat objects in `namespace`:

@@ -63,13 +63,6 @@ pub(crate) fn namespace_and_name<K: Resource>(
     }
 }
 
-/// The kube-runtime requeue a decision asks for.
-pub(crate) fn requeue<A>(decision: &Decision<A>) -> Requeue {
-    decision
-        .requeue_after
-        .map_or_else(Requeue::await_change, Requeue::requeue)
-}
-
 /// Performs one controller's writes; Events never reach it.
 pub(crate) trait Perform<A> {
     /// Performs one write.
@@ -84,7 +77,14 @@ pub(crate) struct Failed {
     pub error: ReconcileError,
 }
 
-/// Carries out `actions` in order, stopping at the first failed write.
+impl From<Failed> for ReconcileError {
+    fn from(failed: Failed) -> Self {
+        failed.error
+    }
+}
+
+/// Carries out `decision`'s actions in order, stopping at the first failed write, and returns
+/// the kube-runtime requeue the decision asks for.
 ///
 /// The failure is recorded as a Warning Event with the action's failure reason, except a
 /// conflict: the pass lost a race, the retry on the new version follows at once, and nothing
@@ -92,13 +92,13 @@ pub(crate) struct Failed {
 pub(crate) async fn carry_out<A, P>(
     writer: &Writer,
     performer: &mut P,
-    actions: Vec<A>,
-) -> Result<(), Failed>
+    decision: Decision<A>,
+) -> Result<Requeue, Failed>
 where
     A: decision::Action,
     P: Perform<A>,
 {
-    for action in actions {
+    for action in decision.actions {
         if let Some(note) = action.event() {
             writer.publish(note).await;
             continue;
@@ -113,7 +113,9 @@ where
             return Err(Failed { reason, error });
         }
     }
-    Ok(())
+    Ok(decision
+        .requeue_after
+        .map_or_else(Requeue::await_change, Requeue::requeue))
 }
 
 /// Writes in one namespace on behalf of one reconciled object, which Events are about.
@@ -476,7 +478,11 @@ mod tests {
             RayJobAction::Event(EventNote::normal("CreatedService", "never")),
             RayJobAction::DeleteRayJob,
         ];
-        let failed = carry_out(&writer, &mut CreateAll(&writer), actions)
+        let decision = Decision {
+            actions,
+            requeue_after: None,
+        };
+        let failed = carry_out(&writer, &mut CreateAll(&writer), decision)
             .await
             .expect_err("the create fails");
         assert_eq!(failed.reason, Some("FailedToCreateService"));
@@ -494,6 +500,27 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_carried_out_decision_asks_for_its_own_requeue() {
+        let (client, seen) = fake_api(200);
+        let writer = writer(&client);
+        let after = std::time::Duration::from_secs(5);
+        for (requeue_after, expected) in [
+            (Some(after), Requeue::requeue(after)),
+            (None, Requeue::await_change()),
+        ] {
+            let decision = Decision {
+                actions: vec![RayJobAction::Event(EventNote::normal("Waiting", "x"))],
+                requeue_after,
+            };
+            let requeue = carry_out(&writer, &mut CreateAll(&writer), decision)
+                .await
+                .unwrap_or_else(|failed| panic!("{}", failed.error));
+            assert_eq!(requeue, expected);
+        }
+        assert_eq!(events(&seen.lock().expect("lock").clone()).len(), 2);
+    }
+
+    #[tokio::test]
     async fn a_lost_race_is_retried_without_a_warning() {
         let (client, seen) = fake_api(200);
         let writer = writer(&client);
@@ -507,13 +534,13 @@ mod tests {
                 })
             }
         }
-        let failed = carry_out(
-            &writer,
-            &mut Stale,
-            vec![RayJobAction::CreateService(Box::default())],
-        )
-        .await
-        .expect_err("the pass stops");
+        let decision = Decision {
+            actions: vec![RayJobAction::CreateService(Box::default())],
+            requeue_after: None,
+        };
+        let failed = carry_out(&writer, &mut Stale, decision)
+            .await
+            .expect_err("the pass stops");
         assert!(failed.error.is_conflict());
         assert!(events(&seen.lock().expect("lock")).is_empty());
     }

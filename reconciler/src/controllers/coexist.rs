@@ -14,14 +14,13 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use kube::runtime::controller::Action as Requeue;
-use kube::runtime::events::Recorder;
 use kube::runtime::watcher;
 use raygate_api::coexist::{self, Action, Owner, Snapshot};
 use raygate_api::keys;
 use raygate_api::ray::v1::{RayCluster, RayJob};
 use raygate_api::volcano::PodGroup;
 
-use super::{event_recorder, run_in_scopes, scoped_api, watching};
+use super::{run_in_scopes, scoped_api, watching};
 use crate::MANAGER_NAME;
 use crate::context::{Context, NamespaceScope, ReconcileError, error_policy};
 use crate::exec::{self, Perform, Writer};
@@ -47,22 +46,8 @@ pub fn raycluster_controller() -> super::Controller {
     }
 }
 
-/// What each reconcile gets.
-struct Shared {
-    ctx: Arc<Context>,
-    recorder: Arc<Recorder>,
-}
-
-fn shared(ctx: &Arc<Context>) -> Arc<Shared> {
-    Arc::new(Shared {
-        ctx: ctx.clone(),
-        recorder: event_recorder(ctx),
-    })
-}
-
 fn run_rayjobs(ctx: Arc<Context>) -> BoxFuture<'static, ()> {
     Box::pin(async move {
-        let shared = shared(&ctx);
         run_in_scopes(&ctx, RAYJOB_NAME, |ns| {
             watching::<RayJob>(&ctx, ns)
                 .owns(
@@ -73,7 +58,7 @@ fn run_rayjobs(ctx: Arc<Context>) -> BoxFuture<'static, ()> {
                     scoped_api::<RayCluster>(&ctx.client, ns),
                     watcher::Config::default(),
                 )
-                .run(reconcile_rayjob, error_policy, shared.clone())
+                .run(reconcile_rayjob, error_policy, ctx.clone())
         })
         .await;
     })
@@ -81,34 +66,25 @@ fn run_rayjobs(ctx: Arc<Context>) -> BoxFuture<'static, ()> {
 
 fn run_rayclusters(ctx: Arc<Context>) -> BoxFuture<'static, ()> {
     Box::pin(async move {
-        let shared = shared(&ctx);
         run_in_scopes(&ctx, RAYCLUSTER_NAME, |ns| {
             watching::<RayCluster>(&ctx, ns)
                 .owns(
                     scoped_api::<PodGroup>(&ctx.client, ns),
                     watcher::Config::default(),
                 )
-                .run(reconcile_raycluster, error_policy, shared.clone())
+                .run(reconcile_raycluster, error_policy, ctx.clone())
         })
         .await;
     })
 }
 
-async fn reconcile_rayjob(
-    job: Arc<RayJob>,
-    shared: Arc<Shared>,
-) -> Result<Requeue, ReconcileError> {
-    exec::reconcile(&shared.ctx, RAYJOB_NAME, job.as_ref(), async {
+async fn reconcile_rayjob(job: Arc<RayJob>, ctx: Arc<Context>) -> Result<Requeue, ReconcileError> {
+    exec::reconcile(&ctx, RAYJOB_NAME, job.as_ref(), async {
         let (namespace, name) = exec::namespace_and_name(job.as_ref(), "RayJob")?;
-        if !in_scope(&shared.ctx, &namespace) {
+        if !in_scope(&ctx, &namespace) {
             return Ok(Requeue::await_change());
         }
-        let writer = Writer::new(
-            &shared.ctx.client,
-            shared.recorder.clone(),
-            &namespace,
-            job.as_ref(),
-        );
+        let writer = ctx.writer(&namespace, job.as_ref());
         let cluster = match job
             .status
             .as_ref()
@@ -127,27 +103,22 @@ async fn reconcile_rayjob(
                 own_manager: MANAGER_NAME,
             },
         );
-        carry_out(&writer, decision).await
+        Ok(exec::carry_out(&writer, &mut Performer { writer: &writer }, decision).await?)
     })
     .await
 }
 
 async fn reconcile_raycluster(
     cluster: Arc<RayCluster>,
-    shared: Arc<Shared>,
+    ctx: Arc<Context>,
 ) -> Result<Requeue, ReconcileError> {
-    exec::reconcile(&shared.ctx, RAYCLUSTER_NAME, cluster.as_ref(), async {
+    exec::reconcile(&ctx, RAYCLUSTER_NAME, cluster.as_ref(), async {
         let (namespace, name) = exec::namespace_and_name(cluster.as_ref(), "RayCluster")?;
-        if !in_scope(&shared.ctx, &namespace) || coexist::cluster_ray_job(&cluster).is_some() {
+        if !in_scope(&ctx, &namespace) || coexist::cluster_ray_job(&cluster).is_some() {
             // A RayJob's cluster joins the RayJob's gang, kept by the RayJob controller.
             return Ok(Requeue::await_change());
         }
-        let writer = Writer::new(
-            &shared.ctx.client,
-            shared.recorder.clone(),
-            &namespace,
-            cluster.as_ref(),
-        );
+        let writer = ctx.writer(&namespace, cluster.as_ref());
         let pod_group = writer.get::<PodGroup>(&keys::pod_group_name(&name)).await?;
         let decision = coexist::decide(
             Owner::RayCluster(&cluster),
@@ -157,7 +128,7 @@ async fn reconcile_raycluster(
                 own_manager: MANAGER_NAME,
             },
         );
-        carry_out(&writer, decision).await
+        Ok(exec::carry_out(&writer, &mut Performer { writer: &writer }, decision).await?)
     })
     .await
 }
@@ -171,17 +142,6 @@ fn in_scope(ctx: &Context, namespace: &str) -> bool {
             false
         }
     }
-}
-
-async fn carry_out(
-    writer: &Writer,
-    decision: raygate_api::decision::Decision<Action>,
-) -> Result<Requeue, ReconcileError> {
-    let requeue = exec::requeue(&decision);
-    exec::carry_out(writer, &mut Performer { writer }, decision.actions)
-        .await
-        .map_err(|failed| failed.error)?;
-    Ok(requeue)
 }
 
 /// Carries out the PodGroup-only decision's writes, under raygate's field manager: the

@@ -13,11 +13,9 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use futures::{Stream, StreamExt};
 use kube::runtime::controller::Config as ControllerConfig;
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::{Controller as KubeController, watcher};
 use kube::{Api, Client, Resource};
 
-use crate::MANAGER_NAME;
 use crate::context::Context;
 
 /// A controller: a name (the `controller` metrics label) and a function that runs it until
@@ -72,21 +70,6 @@ where
     )
     .with_config(ControllerConfig::default().concurrency(ctx.config.concurrency))
     .graceful_shutdown_on(ctx.shutdown.clone().wait())
-}
-
-/// The Event recorder of a controller: raygate's reporter name and this replica's identity.
-pub(crate) fn event_recorder(ctx: &Context) -> Arc<Recorder> {
-    Arc::new(Recorder::new(
-        ctx.client.clone(),
-        Reporter {
-            controller: MANAGER_NAME.to_string(),
-            instance: ctx
-                .config
-                .leader_election
-                .as_ref()
-                .map(|l| l.identity.clone()),
-        },
-    ))
 }
 
 /// Runs one kube-runtime controller per namespace scope of the configuration (every

@@ -18,7 +18,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, Preconditions};
 use kube::runtime::controller::Action as Requeue;
-use kube::runtime::events::Recorder;
 use kube::runtime::watcher;
 use kube::{ResourceExt, api::DynamicObject};
 use raygate_api::cluster::status as cluster_status;
@@ -28,7 +27,7 @@ use raygate_api::ray::v1::RayCluster;
 use raygate_api::volcano::PodGroup;
 use serde_json::Value;
 
-use super::{event_recorder, run_in_scopes, scoped_api, watching};
+use super::{run_in_scopes, scoped_api, watching};
 use crate::context::{Context, NamespaceScope, ReconcileError, api_error, error_policy};
 use crate::exec::{self, Failed, Perform, Writer};
 
@@ -42,10 +41,6 @@ pub fn controller() -> super::Controller {
 
 fn run(ctx: Arc<Context>) -> BoxFuture<'static, ()> {
     Box::pin(async move {
-        let shared = Arc::new(Shared {
-            recorder: event_recorder(&ctx),
-            ctx: ctx.clone(),
-        });
         run_in_scopes(&ctx, NAME, |ns| {
             let client = &ctx.client;
             let labelled = || watcher::Config::default().labels(keys::RAY_CLUSTER_LABEL);
@@ -56,27 +51,17 @@ fn run(ctx: Arc<Context>) -> BoxFuture<'static, ()> {
                     scoped_api::<PodGroup>(client, ns),
                     watcher::Config::default(),
                 )
-                .run(reconcile, error_policy, shared.clone())
+                .run(reconcile, error_policy, ctx.clone())
         })
         .await;
     })
 }
 
-/// What each reconcile gets.
-struct Shared {
-    ctx: Arc<Context>,
-    recorder: Arc<Recorder>,
+async fn reconcile(cluster: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue, ReconcileError> {
+    exec::reconcile(&ctx, NAME, cluster.as_ref(), pass(&cluster, &ctx)).await
 }
 
-async fn reconcile(
-    cluster: Arc<RayCluster>,
-    shared: Arc<Shared>,
-) -> Result<Requeue, ReconcileError> {
-    exec::reconcile(&shared.ctx, NAME, cluster.as_ref(), pass(&cluster, &shared)).await
-}
-
-async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, ReconcileError> {
-    let ctx = &shared.ctx;
+async fn pass(cluster: &RayCluster, ctx: &Context) -> Result<Requeue, ReconcileError> {
     let (namespace, name) = exec::namespace_and_name(cluster, "RayCluster")?;
     if cluster.metadata.deletion_timestamp.is_some() {
         // Children go with the cluster through their ownerReferences.
@@ -94,7 +79,7 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
         NamespaceScope::Plain => false,
         NamespaceScope::Volcano => true,
     };
-    let writer = Writer::new(&ctx.client, shared.recorder.clone(), &namespace, cluster);
+    let writer = ctx.writer(&namespace, cluster);
 
     // Observe: live reads, so a stale cache never decides.
     let uid = cluster.metadata.uid.clone();
@@ -134,16 +119,14 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
             &ctx.config.build,
         )
     };
-    let decision = decide(None);
-    let requeue = exec::requeue(&decision);
     let mut performer = Performer {
         writer: &writer,
         cluster,
         name: &name,
         stored: None,
     };
-    match exec::carry_out(&writer, &mut performer, decision.actions).await {
-        Ok(()) => Ok(requeue),
+    match exec::carry_out(&writer, &mut performer, decide(None)).await {
+        Ok(requeue) => Ok(requeue),
         Err(Failed {
             reason: Some(reason),
             error,
@@ -155,7 +138,7 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
                 message: &message,
             }));
             // Only the status write is left, and it has no failure reason of its own.
-            let _ = exec::carry_out(&writer, &mut performer, failed.actions).await;
+            let _ = exec::carry_out(&writer, &mut performer, failed).await;
             Err(error)
         }
         Err(Failed { error, .. }) => Err(error),

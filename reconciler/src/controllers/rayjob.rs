@@ -17,7 +17,6 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PropagationPolicy};
 use kube::runtime::controller::Action as Requeue;
-use kube::runtime::events::Recorder;
 use kube::runtime::watcher;
 use raygate_api::keys;
 use raygate_api::lifecycle::{
@@ -29,7 +28,7 @@ use raygate_api::volcano::PodGroup;
 use serde_json::{Value, json};
 use tracing::{debug, info, warn};
 
-use super::{event_recorder, run_in_scopes, scoped_api, watching};
+use super::{run_in_scopes, scoped_api, watching};
 use crate::context::{Context, NamespaceScope, ReconcileError, api_error, error_policy};
 use crate::dashboard::{AddressResolver, Dashboard, DashboardError};
 use crate::exec::{self, Perform, Writer};
@@ -45,7 +44,6 @@ struct Shared {
     ctx: Arc<Context>,
     lifecycle: LifecycleConfig,
     dashboard: Dashboard,
-    recorder: Arc<Recorder>,
 }
 
 /// The RayJob controller, for [`super::all`].
@@ -69,7 +67,6 @@ fn run_all(ctx: Arc<Context>) -> BoxFuture<'static, ()> {
             None => AddressResolver::ClusterDns,
         };
         let shared = Arc::new(Shared {
-            recorder: event_recorder(&ctx),
             dashboard: Dashboard::new(resolver, DASHBOARD_TIMEOUT),
             lifecycle,
             ctx: ctx.clone(),
@@ -127,7 +124,7 @@ async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> 
         debug!("managed by another controller; skipped");
         return Ok(Requeue::await_change());
     };
-    let writer = Writer::new(&shared.ctx.client, shared.recorder.clone(), &namespace, job);
+    let writer = shared.ctx.writer(&namespace, job);
     let cluster = match &reads.cluster {
         Some(name) => writer.get::<RayCluster>(name).await?,
         None => None,
@@ -177,8 +174,6 @@ async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> 
         ray_job,
         fresh: FreshSuffixes::from_entropy(entropy()),
     };
-    let decision = decide(&snapshot);
-    let requeue = exec::requeue(&decision);
     let mut writes = RayJobWrites {
         writer: &writer,
         dashboard: &shared.dashboard,
@@ -187,10 +182,7 @@ async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> 
         resource_version: job.resource_version().unwrap_or_default(),
         stored: None,
     };
-    exec::carry_out(&writer, &mut writes, decision.actions)
-        .await
-        .map_err(|failed| failed.error)?;
-    Ok(requeue)
+    Ok(exec::carry_out(&writer, &mut writes, decide(&snapshot)).await?)
 }
 
 /// Carries out the RayJob decision's writes.
