@@ -177,6 +177,18 @@ pub fn pod_group_name(owner: &str) -> String {
     format!("ray-{owner}-pg")
 }
 
+/// Whether Pod `labels` are those of `cluster`'s head Pod (KubeRay labels it with the cluster's
+/// name and node type `head`).
+pub fn is_head_pod_of(
+    labels: Option<&std::collections::BTreeMap<String, String>>,
+    cluster: &str,
+) -> bool {
+    labels.is_some_and(|labels| {
+        labels.get(RAY_CLUSTER_LABEL).map(String::as_str) == Some(cluster)
+            && labels.get(RAY_NODE_TYPE_LABEL).map(String::as_str) == Some(HEAD_NODE_TYPE)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,6 +199,22 @@ mod tests {
         assert_eq!(display_name(Some(""), Some("job-")), "job-<random>");
         assert_eq!(display_name(None, Some("job-")), "job-<random>");
         assert_eq!(display_name(None, None), "<unnamed>");
+    }
+
+    #[test]
+    fn a_head_pod_is_picked_by_its_cluster_and_node_type() {
+        let labels = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect::<std::collections::BTreeMap<_, _>>()
+        };
+        let head = labels(&[(RAY_CLUSTER_LABEL, "demo"), (RAY_NODE_TYPE_LABEL, "head")]);
+        let worker = labels(&[(RAY_CLUSTER_LABEL, "demo"), (RAY_NODE_TYPE_LABEL, "worker")]);
+        assert!(is_head_pod_of(Some(&head), "demo"));
+        assert!(!is_head_pod_of(Some(&head), "other"));
+        assert!(!is_head_pod_of(Some(&worker), "demo"));
+        assert!(!is_head_pod_of(None, "demo"));
     }
 
     #[test]

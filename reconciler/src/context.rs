@@ -20,6 +20,7 @@ use tokio::sync::watch;
 use crate::Config;
 use crate::dashboard::DashboardError;
 use crate::exec::Writer;
+use crate::freshness::Superseded;
 use crate::metrics::Metrics;
 
 /// Requeue after a failed reconcile.
@@ -168,6 +169,8 @@ pub struct Context {
     /// The Event recorder of every controller: raygate's reporter name and this replica's
     /// identity.
     recorder: Arc<Recorder>,
+    /// Cached versions of RayJobs and RayClusters that this term's own writes replaced.
+    pub superseded: Superseded,
 }
 
 /// Where a namespace stands for raygate.
@@ -193,7 +196,7 @@ impl Context {
         metrics: Arc<Metrics>,
         shutdown: Shutdown,
     ) -> Result<Arc<Context>, crate::runtime::Error> {
-        let mut watch_config = watcher::Config::default();
+        let mut watch_config = crate::cache::watch_config(None);
         if let Some(selector) = config.namespace_selector.as_deref() {
             watch_config = watch_config.labels(selector);
             // The API server judges the selector; a bad one fails here, not in a retry loop.
@@ -210,7 +213,7 @@ impl Context {
             writer,
             watcher(Api::<Namespace>::all(client.clone()), watch_config),
         )
-        .default_backoff()
+        .backoff(crate::cache::watch_backoff())
         .for_each(|event| async move {
             if let Err(e) = event {
                 tracing::warn!(error = %e, "namespace watch failed; retrying");
@@ -241,6 +244,7 @@ impl Context {
             namespaces: store,
             shutdown,
             recorder,
+            superseded: Superseded::default(),
         }))
     }
 

@@ -173,20 +173,6 @@ impl Writer {
         }
     }
 
-    /// Reads `name` of kind `K`; `None` when it does not exist.
-    pub(crate) async fn get<K>(&self, name: &str) -> Result<Option<K>, ReconcileError>
-    where
-        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + Debug
-            + DeserializeOwned,
-    {
-        self.api::<K>()
-            .get_opt(name)
-            .await
-            .map_err(api_error(format!("get {} {name}", K::kind(&()))))
-    }
-
     /// Creates `object` of kind `K` unless it exists (AlreadyExists is success).
     pub(crate) async fn create<K>(&self, object: &K) -> Result<(), ReconcileError>
     where

@@ -6,15 +6,19 @@
 //! * [`exec`] carries out a decision of the core: every controller observes, asks
 //!   `raygate_api` for a `Decision`, and hands it to [`exec::carry_out`], so all of them write,
 //!   record Events and fail the same way.
-//! * [`controllers`] holds the controllers, one file each; adding one is one line in
-//!   [`controllers::all`].
+//! * [`cache`] watches what the Ray controllers read, once per kind and namespace scope, and
+//!   feeds the controllers from it: a pass reads the caches, not the API server.
+//! * [`freshness`] keeps a pass from deciding on a cached object its own writes replaced.
+//! * [`controllers`] holds the controllers, one file each, all started by [`controllers::run`].
 //!
 //! Every decision is made by `raygate_api`; this crate only observes and acts.
 
+pub mod cache;
 pub mod context;
 pub mod controllers;
 pub mod dashboard;
 pub(crate) mod exec;
+pub mod freshness;
 pub mod http;
 pub mod metrics;
 pub mod runtime;

@@ -247,6 +247,7 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let method = request.method().to_string();
+        tracing::trace!(%method, uri = %request.uri(), "API request");
         let requests = self.requests.clone();
         let response = self.inner.call(request);
         Box::pin(async move {

@@ -39,6 +39,15 @@ use crate::{MANAGER_NAME, controllers, http};
 
 /// How long in-flight reconciles may take to finish after a shutdown signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+/// How long any request may wait for the API server's response headers (a watch gets them at
+/// once): a request sent while the API server is starting up fails and is retried instead of
+/// hanging (docs/reconciler.md, "API server outages").
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a response body may stay silent: longer than a watch request lasts
+/// ([`crate::cache::WATCH_TIMEOUT_SECONDS`]) so that an idle watch is not cut, short enough that
+/// a dead connection is dropped within about a minute.
+pub const READ_TIMEOUT: Duration =
+    Duration::from_secs(crate::cache::WATCH_TIMEOUT_SECONDS as u64 + 15);
 
 /// Leader election settings.
 #[derive(Clone, Debug)]
@@ -191,11 +200,16 @@ pub async fn run(config: Config, metrics: Arc<Metrics>) -> Result<(), Error> {
     lead_and_run(client, config, metrics).await
 }
 
-/// The Kubernetes client, its requests counted in `metrics`.
+/// The Kubernetes client, with [`REQUEST_TIMEOUT`] and [`READ_TIMEOUT`], its requests (timed out
+/// ones too) counted in `metrics`.
 async fn client(kubeconfig: Option<&std::path::Path>, metrics: &Metrics) -> Result<Client, Error> {
-    let config = client_config(kubeconfig).await?;
+    let mut config = client_config(kubeconfig).await?;
+    config.read_timeout = Some(READ_TIMEOUT);
     let builder = kube::client::ClientBuilder::try_from(config).map_err(Error::Client)?;
-    Ok(builder.with_layer(&metrics.request_counter()).build())
+    Ok(builder
+        .with_layer(&tower::timeout::TimeoutLayer::new(REQUEST_TIMEOUT))
+        .with_layer(&metrics.request_counter())
+        .build())
 }
 
 async fn client_config(kubeconfig: Option<&std::path::Path>) -> Result<kube::Config, Error> {
@@ -318,13 +332,7 @@ async fn run_controllers(
     if shutdown.fired() {
         return Ok(());
     }
-    let running = controllers::all().into_iter().map(|controller| {
-        ctx.metrics
-            .set_max_concurrent(controller.name, ctx.config.concurrency);
-        tracing::info!(controller = controller.name, "starting controller");
-        (controller.run)(ctx.clone())
-    });
-    futures::future::join_all(running).await;
+    controllers::run(ctx).await;
     Ok(())
 }
 

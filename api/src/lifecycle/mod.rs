@@ -408,8 +408,8 @@ pub struct Reads {
     pub submitter: Option<String>,
     /// The PodGroup, when the gang is kept in Volcano.
     pub pod_group: Option<String>,
-    /// SidecarMode: the label selector of the cluster's head Pod.
-    pub head_pod_selector: Option<String>,
+    /// SidecarMode: the cluster whose head Pod is read ([`keys::is_head_pod_of`] picks it).
+    pub head_pod_of: Option<String>,
     /// The RayJob head Service ([`job_head_service_query`]).
     pub job_head_service: Option<String>,
     /// The Ray job to ask the dashboard about: `(dashboardURL, submission id)`
@@ -434,17 +434,9 @@ impl Reads {
         let volcano = opted_in && !deleting;
         Some(Self {
             volcano,
-            head_pod_selector: cluster
-                .as_ref()
-                .filter(|_| mode == Some(SubmissionMode::Sidecar))
-                .map(|cluster| {
-                    format!(
-                        "{}={cluster},{}={}",
-                        keys::RAY_CLUSTER_LABEL,
-                        keys::RAY_NODE_TYPE_LABEL,
-                        keys::HEAD_NODE_TYPE
-                    )
-                }),
+            head_pod_of: cluster
+                .clone()
+                .filter(|_| mode == Some(SubmissionMode::Sidecar)),
             cluster: cluster.filter(|_| !deleting),
             submitter: (mode == Some(SubmissionMode::K8sJob) && !deleting).then(|| name.clone()),
             pod_group: volcano.then(|| keys::pod_group_name(&name)),

@@ -1074,7 +1074,7 @@ fn a_pass_reads_only_what_its_rayjob_needs() {
             cluster: Some("demo-fghjk".into()),
             submitter: Some("demo".into()),
             pod_group: Some("ray-demo-pg".into()),
-            head_pod_selector: None,
+            head_pod_of: None,
             job_head_service: Some("demo-head-svc".into()),
             ray_job: Some((
                 "demo-fghjk-head-svc.ml.svc.cluster.local:8265".into(),
@@ -1092,10 +1092,7 @@ fn a_pass_reads_only_what_its_rayjob_needs() {
     let sidecar = Reads::of(&initializing(job("  submissionMode: SidecarMode")), true)
         .expect("raygate's RayJob");
     assert_eq!(sidecar.submitter, None);
-    assert_eq!(
-        sidecar.head_pod_selector.as_deref(),
-        Some("ray.io/cluster=demo-fghjk,ray.io/node-type=head")
-    );
+    assert_eq!(sidecar.head_pod_of.as_deref(), Some("demo-fghjk"));
 
     let mut deleting = running(job(""));
     deleting.metadata.deletion_timestamp = Some(at(NOW));

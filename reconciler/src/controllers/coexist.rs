@@ -6,22 +6,25 @@
 //! [`raygate_api::coexist::decide`] says. They create and patch PodGroups and publish Events;
 //! they never create, change or delete RayJobs, RayClusters, Pods or Jobs.
 //!
-//! Each controller watches its kind and the PodGroups it owns; the RayJob controller also
-//! watches the RayClusters its RayJobs own, so a finished job's cluster going away settles the
-//! gang at once. Observations are live GETs, so a stale cache never sizes a gang.
+//! Each controller is woken by its kind and the PodGroups it owns; the RayJob controller also
+//! by the RayClusters its RayJobs own, so a finished job's cluster going away settles the gang
+//! at once. Observations come from the watch caches ([`crate::cache`]); a gang sized from a
+//! cache that lags is sized again by the next watch event, and a resize carries no
+//! precondition that could fail on it.
 
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use kube::runtime::controller::Action as Requeue;
-use kube::runtime::watcher;
+use kube::runtime::reflector::Store;
 use raygate_api::coexist::{self, Action, Owner, Snapshot};
 use raygate_api::keys;
 use raygate_api::ray::v1::{RayCluster, RayJob};
 use raygate_api::volcano::PodGroup;
 
-use super::{run_in_scopes, scoped_api, watching};
+use super::{drain, watching};
 use crate::MANAGER_NAME;
+use crate::cache::{Caches, cached};
 use crate::context::{Context, NamespaceScope, ReconcileError, error_policy};
 use crate::exec::{self, Perform, Writer};
 
@@ -30,76 +33,69 @@ pub const RAYJOB_NAME: &str = "rayjob-podgroup";
 /// Name of the RayCluster PodGroup controller (metrics label, logs).
 pub const RAYCLUSTER_NAME: &str = "raycluster-podgroup";
 
-/// The RayJob PodGroup controller, for [`super::all`].
-pub fn rayjob_controller() -> super::Controller {
-    super::Controller {
-        name: RAYJOB_NAME,
-        run: run_rayjobs,
+/// What each reconcile gets.
+struct Shared {
+    ctx: Arc<Context>,
+    clusters: Store<RayCluster>,
+    pod_groups: Store<PodGroup>,
+}
+
+impl Shared {
+    fn new(ctx: &Arc<Context>, caches: &Caches) -> Arc<Self> {
+        Arc::new(Self {
+            ctx: ctx.clone(),
+            clusters: caches.ray_clusters.store(),
+            pod_groups: caches.pod_groups.store(),
+        })
     }
 }
 
-/// The RayCluster PodGroup controller, for [`super::all`].
-pub fn raycluster_controller() -> super::Controller {
-    super::Controller {
-        name: RAYCLUSTER_NAME,
-        run: run_rayclusters,
-    }
+/// Runs the RayJob PodGroup controller on `caches` until the context's shutdown fires.
+pub fn run_rayjobs(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
+    let shared = Shared::new(ctx, caches);
+    let results = watching(ctx, caches.ray_jobs.subscribe(), caches.ray_jobs.store())
+        .owns_stream(caches.pod_groups.subscribe())
+        .owns_stream(caches.ray_clusters.subscribe())
+        .run(reconcile_rayjob, error_policy, shared);
+    drain(RAYJOB_NAME, results)
 }
 
-fn run_rayjobs(ctx: Arc<Context>) -> BoxFuture<'static, ()> {
-    Box::pin(async move {
-        run_in_scopes(&ctx, RAYJOB_NAME, |ns| {
-            watching::<RayJob>(&ctx, ns)
-                .owns(
-                    scoped_api::<PodGroup>(&ctx.client, ns),
-                    watcher::Config::default(),
-                )
-                .owns(
-                    scoped_api::<RayCluster>(&ctx.client, ns),
-                    watcher::Config::default(),
-                )
-                .run(reconcile_rayjob, error_policy, ctx.clone())
-        })
-        .await;
-    })
+/// Runs the RayCluster PodGroup controller on `caches` until the context's shutdown fires.
+pub fn run_rayclusters(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
+    let shared = Shared::new(ctx, caches);
+    let results = watching(
+        ctx,
+        caches.ray_clusters.subscribe(),
+        caches.ray_clusters.store(),
+    )
+    .owns_stream(caches.pod_groups.subscribe())
+    .run(reconcile_raycluster, error_policy, shared);
+    drain(RAYCLUSTER_NAME, results)
 }
 
-fn run_rayclusters(ctx: Arc<Context>) -> BoxFuture<'static, ()> {
-    Box::pin(async move {
-        run_in_scopes(&ctx, RAYCLUSTER_NAME, |ns| {
-            watching::<RayCluster>(&ctx, ns)
-                .owns(
-                    scoped_api::<PodGroup>(&ctx.client, ns),
-                    watcher::Config::default(),
-                )
-                .run(reconcile_raycluster, error_policy, ctx.clone())
-        })
-        .await;
-    })
-}
-
-async fn reconcile_rayjob(job: Arc<RayJob>, ctx: Arc<Context>) -> Result<Requeue, ReconcileError> {
-    exec::reconcile(&ctx, RAYJOB_NAME, job.as_ref(), async {
+async fn reconcile_rayjob(
+    job: Arc<RayJob>,
+    shared: Arc<Shared>,
+) -> Result<Requeue, ReconcileError> {
+    let ctx = &shared.ctx;
+    exec::reconcile(ctx, RAYJOB_NAME, job.as_ref(), async {
         let (namespace, name) = exec::namespace_and_name(job.as_ref(), "RayJob")?;
-        if !in_scope(&ctx, &namespace) {
+        if !in_scope(ctx, &namespace) {
             return Ok(Requeue::await_change());
         }
         let writer = ctx.writer(&namespace, job.as_ref());
-        let cluster = match job
+        let cluster = job
             .status
             .as_ref()
             .and_then(|s| s.ray_cluster_name.as_deref())
             .filter(|n| !n.is_empty())
-        {
-            Some(cluster_name) => writer.get::<RayCluster>(cluster_name).await?,
-            None => None,
-        };
-        let pod_group = writer.get::<PodGroup>(&keys::pod_group_name(&name)).await?;
+            .and_then(|cluster_name| cached(&shared.clusters, &namespace, cluster_name));
+        let pod_group = cached(&shared.pod_groups, &namespace, &keys::pod_group_name(&name));
         let decision = coexist::decide(
             Owner::RayJob(&job),
             &Snapshot {
-                pod_group: pod_group.as_ref(),
-                cluster: cluster.as_ref(),
+                pod_group: pod_group.as_deref(),
+                cluster: cluster.as_deref(),
                 own_manager: MANAGER_NAME,
             },
         );
@@ -110,20 +106,21 @@ async fn reconcile_rayjob(job: Arc<RayJob>, ctx: Arc<Context>) -> Result<Requeue
 
 async fn reconcile_raycluster(
     cluster: Arc<RayCluster>,
-    ctx: Arc<Context>,
+    shared: Arc<Shared>,
 ) -> Result<Requeue, ReconcileError> {
-    exec::reconcile(&ctx, RAYCLUSTER_NAME, cluster.as_ref(), async {
+    let ctx = &shared.ctx;
+    exec::reconcile(ctx, RAYCLUSTER_NAME, cluster.as_ref(), async {
         let (namespace, name) = exec::namespace_and_name(cluster.as_ref(), "RayCluster")?;
-        if !in_scope(&ctx, &namespace) || coexist::cluster_ray_job(&cluster).is_some() {
+        if !in_scope(ctx, &namespace) || coexist::cluster_ray_job(&cluster).is_some() {
             // A RayJob's cluster joins the RayJob's gang, kept by the RayJob controller.
             return Ok(Requeue::await_change());
         }
         let writer = ctx.writer(&namespace, cluster.as_ref());
-        let pod_group = writer.get::<PodGroup>(&keys::pod_group_name(&name)).await?;
+        let pod_group = cached(&shared.pod_groups, &namespace, &keys::pod_group_name(&name));
         let decision = coexist::decide(
             Owner::RayCluster(&cluster),
             &Snapshot {
-                pod_group: pod_group.as_ref(),
+                pod_group: pod_group.as_deref(),
                 cluster: None,
                 own_manager: MANAGER_NAME,
             },

@@ -1,6 +1,6 @@
-//! The reconciler's controllers, one shape for all: each watches its kind (and what it owns)
-//! in every namespace scope of the configuration, observes with live reads, asks
-//! `raygate_api` for a decision and carries it out through [`crate::exec`]; failures go to
+//! The reconciler's controllers, one shape for all: each is fed by the watch caches of its
+//! namespace scope ([`crate::cache`]), reads what it observes from them, asks `raygate_api` for
+//! a decision and carries it out through [`crate::exec`]; failures go to
 //! [`crate::context::error_policy`].
 
 pub mod coexist;
@@ -11,31 +11,60 @@ pub mod rayjob;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use futures::{Stream, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use kube::runtime::controller::Config as ControllerConfig;
+use kube::runtime::reflector::Store;
 use kube::runtime::{Controller as KubeController, watcher};
 use kube::{Api, Client, Resource};
 
+use crate::cache::Caches;
 use crate::context::Context;
 
-/// A controller: a name (the `controller` metrics label) and a function that runs it until
-/// the context's shutdown signal fires.
-pub struct Controller {
-    /// Name, as in controller-runtime (lower-case kind).
-    pub name: &'static str,
-    /// Runs the controller; returns once it has stopped.
-    pub run: fn(Arc<Context>) -> BoxFuture<'static, ()>,
+/// The names of the controllers [`run`] starts (the `controller` metrics label).
+pub const NAMES: [&str; 5] = [
+    raycluster::NAME,
+    rayjob::NAME,
+    queue_policy::NAME,
+    coexist::RAYJOB_NAME,
+    coexist::RAYCLUSTER_NAME,
+];
+
+/// Runs every controller until the context's shutdown signal fires: the QueuePolicy status
+/// controller, and in each namespace scope of the configuration the Ray controllers on that
+/// scope's watch caches.
+pub async fn run(ctx: Arc<Context>) {
+    for name in NAMES {
+        ctx.metrics.set_max_concurrent(name, ctx.config.concurrency);
+        tracing::info!(controller = name, "starting controller");
+    }
+    let scopes = ctx
+        .config
+        .scopes()
+        .into_iter()
+        .map(|namespace| run_scope(ctx.clone(), namespace));
+    futures::future::join(
+        futures::future::join_all(scopes),
+        queue_policy::run(ctx.clone()),
+    )
+    .await;
 }
 
-/// Every controller the reconciler runs.
-pub fn all() -> Vec<Controller> {
-    vec![
-        raycluster::controller(),
-        rayjob::controller(),
-        queue_policy::controller(),
-        coexist::rayjob_controller(),
-        coexist::raycluster_controller(),
-    ]
+/// The Ray controllers of one namespace scope (every namespace for `None`), on one set of
+/// watch caches.
+async fn run_scope(ctx: Arc<Context>, namespace: Option<String>) {
+    let mut caches = Caches::new(&ctx.client, namespace.as_deref());
+    let controllers = [
+        raycluster::run(&ctx, &mut caches),
+        rayjob::run(&ctx, &mut caches),
+        coexist::run_rayjobs(&ctx, &mut caches),
+        coexist::run_rayclusters(&ctx, &mut caches),
+    ];
+    futures::future::join(
+        caches.run(ctx.shutdown.clone()),
+        futures::future::join_all(controllers),
+    )
+    .await;
+    tracing::info!(namespace = ?namespace, "controllers stopped");
 }
 
 /// An `Api` over `K` in `namespace`, or in every namespace for `None`.
@@ -50,52 +79,44 @@ where
     }
 }
 
-/// A kube-runtime controller of `K` in `namespace` (every namespace for `None`) with the
-/// configuration's concurrency, stopping on the context's shutdown; the caller adds what it
-/// owns and runs it.
-pub(crate) fn watching<K>(ctx: &Context, namespace: Option<&str>) -> KubeController<K>
+/// A kube-runtime controller of the objects of `store`, woken by `trigger` (a subscription of
+/// the same cache), with the configuration's concurrency, stopping on the context's shutdown;
+/// the caller adds the children that wake it and runs it.
+pub(crate) fn watching<K>(
+    ctx: &Context,
+    trigger: impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+    store: Store<K>,
+) -> KubeController<K>
 where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
         + std::fmt::Debug
         + serde::de::DeserializeOwned
         + Send
         + Sync
         + 'static,
-    <K as Resource>::DynamicType: Default + Clone + std::fmt::Debug + Eq + std::hash::Hash + Unpin,
 {
-    KubeController::new(
-        scoped_api::<K>(&ctx.client, namespace),
-        watcher::Config::default(),
-    )
-    .with_config(ControllerConfig::default().concurrency(ctx.config.concurrency))
-    .graceful_shutdown_on(ctx.shutdown.clone().wait())
+    KubeController::for_stream(trigger, store)
+        .with_config(ControllerConfig::default().concurrency(ctx.config.concurrency))
+        .graceful_shutdown_on(ctx.shutdown.clone().wait())
 }
 
-/// Runs one kube-runtime controller per namespace scope of the configuration (every
-/// namespace, or each watched one): `controller_in(namespace)` builds the controller's result
-/// stream; each is drained (failed reconciles are already logged by the error policy) until it
-/// ends with the context's shutdown.
-pub(crate) async fn run_in_scopes<S, T, E>(
-    ctx: &Context,
+/// Drains a controller's result stream until it ends with the context's shutdown (failed
+/// reconciles are already logged by the error policy).
+pub(crate) fn drain<T, E>(
     name: &'static str,
-    controller_in: impl Fn(Option<&str>) -> S,
-) where
-    S: Stream<Item = Result<T, E>>,
-    E: std::fmt::Display,
+    results: impl Stream<Item = Result<T, E>> + Send + 'static,
+) -> BoxFuture<'static, ()>
+where
+    T: Send + 'static,
+    E: std::fmt::Display + Send + 'static,
 {
-    let running = ctx.config.scopes().into_iter().map(|namespace| {
-        let results = controller_in(namespace.as_deref());
-        async move {
-            results
-                .for_each(|result| async move {
-                    if let Err(error) = result {
-                        tracing::debug!(controller = name, %error, "controller event");
-                    }
-                })
-                .await;
-            tracing::info!(controller = name, namespace = ?namespace, "controller stopped");
-        }
-    });
-    futures::future::join_all(running).await;
+    results
+        .for_each(move |result| async move {
+            if let Err(error) = result {
+                tracing::debug!(controller = name, %error, "controller event");
+            }
+        })
+        .map(move |()| tracing::info!(controller = name, "controller stopped"))
+        .boxed()
 }

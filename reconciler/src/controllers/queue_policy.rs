@@ -26,19 +26,12 @@ use raygate_api::queue_policy::{QueuePolicy, desired_status};
 use serde_json::json;
 use tracing::info;
 
+use crate::cache;
 use crate::context::{Context, ReconcileError, api_error, error_policy, is_status};
 use crate::exec::{self, Writer};
 
 /// The controller's name (metrics label, logs).
 pub const NAME: &str = "queuepolicy";
-
-/// The QueuePolicy status controller, for [`super::all`].
-pub fn controller() -> super::Controller {
-    super::Controller {
-        name: NAME,
-        run: |ctx| Box::pin(run(ctx)),
-    }
-}
 
 /// What each reconcile gets.
 struct Shared {
@@ -55,10 +48,10 @@ pub fn run(ctx: Arc<Context>) -> BoxFuture<'static, ()> {
             writer,
             watcher(
                 Api::<Namespace>::all(ctx.client.clone()),
-                watcher::Config::default(),
+                cache::watch_config(None),
             ),
         )
-        .default_backoff()
+        .backoff(cache::watch_backoff())
         .touched_objects()
         .map(|_| ());
         let shared = Arc::new(Shared {
@@ -66,7 +59,8 @@ pub fn run(ctx: Arc<Context>) -> BoxFuture<'static, ()> {
             namespaces,
         });
         // QueuePolicies are cluster-scoped: one controller, whatever the namespace scopes.
-        Controller::new(policies, watcher::Config::default())
+        Controller::new(policies, cache::watch_config(None))
+            .trigger_backoff(cache::watch_backoff())
             .reconcile_all_on(namespace_events)
             .graceful_shutdown_on(ctx.shutdown.clone().wait())
             .run(reconcile, error_policy, shared)

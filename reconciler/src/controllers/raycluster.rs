@@ -2,9 +2,10 @@
 //! [`raygate_api::cluster::decide`] choose, then carry out its actions (writes, Events, the
 //! status) through [`crate::exec`].
 //!
-//! Watches RayClusters and the Pods, Services and PodGroups they own, so a Pod turning Ready
-//! or disappearing triggers a reconcile at once; a steady cluster is looked at again every
-//! five minutes, as KubeRay does.
+//! Fed by the watch caches of RayClusters and of the Pods, Services and PodGroups they own
+//! ([`crate::cache`]), so a Pod turning Ready or disappearing triggers a reconcile at once and
+//! the pass reads them from the caches; a steady cluster is looked at again every five
+//! minutes, as KubeRay does.
 //!
 //! Only RayClusters whose `spec.managedBy` is unset or `ray.io/kuberay-operator` (the value of
 //! the operator raygate stands in for, [`raygate_api::keys::KUBERAY_MANAGED_BY`]) are
@@ -16,9 +17,9 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, ListParams, Patch, Preconditions};
+use kube::api::{DeleteParams, Patch, Preconditions};
 use kube::runtime::controller::Action as Requeue;
-use kube::runtime::watcher;
+use kube::runtime::reflector::Store;
 use kube::{ResourceExt, api::DynamicObject};
 use raygate_api::cluster::status as cluster_status;
 use raygate_api::cluster::{self, Action, FailedWrite, Snapshot};
@@ -27,41 +28,52 @@ use raygate_api::ray::v1::RayCluster;
 use raygate_api::volcano::PodGroup;
 use serde_json::Value;
 
-use super::{run_in_scopes, scoped_api, watching};
+use super::{drain, watching};
+use crate::cache::{Caches, cached};
 use crate::context::{Context, NamespaceScope, ReconcileError, api_error, error_policy};
 use crate::exec::{self, Failed, Perform, Writer};
+use crate::freshness::{SUPERSEDED_RECHECK, Superseded};
 
 /// The controller's name (metrics label, logs).
 pub const NAME: &str = "raycluster";
 
-/// The RayCluster controller, for [`super::all`].
-pub fn controller() -> super::Controller {
-    super::Controller { name: NAME, run }
+/// What each reconcile gets.
+struct Shared {
+    ctx: Arc<Context>,
+    pods: Store<Pod>,
+    services: Store<Service>,
+    pod_groups: Store<PodGroup>,
 }
 
-fn run(ctx: Arc<Context>) -> BoxFuture<'static, ()> {
-    Box::pin(async move {
-        run_in_scopes(&ctx, NAME, |ns| {
-            let client = &ctx.client;
-            let labelled = || watcher::Config::default().labels(keys::RAY_CLUSTER_LABEL);
-            watching::<RayCluster>(&ctx, ns)
-                .owns(scoped_api::<Pod>(client, ns), labelled())
-                .owns(scoped_api::<Service>(client, ns), labelled())
-                .owns(
-                    scoped_api::<PodGroup>(client, ns),
-                    watcher::Config::default(),
-                )
-                .run(reconcile, error_policy, ctx.clone())
-        })
-        .await;
-    })
+/// Runs the RayCluster controller on `caches` until the context's shutdown fires.
+pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
+    let shared = Arc::new(Shared {
+        ctx: ctx.clone(),
+        pods: caches.pods.store(),
+        services: caches.services.store(),
+        pod_groups: caches.pod_groups.store(),
+    });
+    let results = watching(
+        ctx,
+        caches.ray_clusters.subscribe(),
+        caches.ray_clusters.store(),
+    )
+    .owns_stream(caches.pods.subscribe())
+    .owns_stream(caches.services.subscribe())
+    .owns_stream(caches.pod_groups.subscribe())
+    .run(reconcile, error_policy, shared);
+    drain(NAME, results)
 }
 
-async fn reconcile(cluster: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue, ReconcileError> {
-    exec::reconcile(&ctx, NAME, cluster.as_ref(), pass(&cluster, &ctx)).await
+async fn reconcile(
+    cluster: Arc<RayCluster>,
+    shared: Arc<Shared>,
+) -> Result<Requeue, ReconcileError> {
+    exec::reconcile(&shared.ctx, NAME, cluster.as_ref(), pass(&cluster, &shared)).await
 }
 
-async fn pass(cluster: &RayCluster, ctx: &Context) -> Result<Requeue, ReconcileError> {
+async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, ReconcileError> {
+    let ctx = &shared.ctx;
     let (namespace, name) = exec::namespace_and_name(cluster, "RayCluster")?;
     if cluster.metadata.deletion_timestamp.is_some() {
         // Children go with the cluster through their ownerReferences.
@@ -79,38 +91,47 @@ async fn pass(cluster: &RayCluster, ctx: &Context) -> Result<Requeue, ReconcileE
         NamespaceScope::Plain => false,
         NamespaceScope::Volcano => true,
     };
+    let uid = cluster.uid().unwrap_or_default();
+    let resource_version = cluster.resource_version().unwrap_or_default();
+    if ctx.superseded.is_superseded(&uid, &resource_version) {
+        tracing::debug!(%resource_version, "the cached RayCluster predates this reconciler's last write; waiting for the newer version");
+        return Ok(Requeue::requeue(SUPERSEDED_RECHECK));
+    }
     let writer = ctx.writer(&namespace, cluster);
 
-    // Observe: live reads, so a stale cache never decides.
-    let uid = cluster.metadata.uid.clone();
-    let pods: Vec<Pod> = writer
-        .api::<Pod>()
-        .list(&ListParams::default().labels(&format!("{}={name}", keys::RAY_CLUSTER_LABEL)))
-        .await
-        .map_err(api_error("list Pods"))?
-        .items
-        .into_iter()
+    // Observe: from the watch caches (docs/reconciler.md, "Reads come from watch caches"). Pod
+    // names are deterministic, so a cache that has not yet delivered a Pod this controller
+    // created leads to a create answered AlreadyExists, never to a second Pod.
+    let pods: Vec<Pod> = shared
+        .pods
+        .state()
+        .iter()
         .filter(|pod| {
-            pod.owner_references()
-                .iter()
-                .any(|o| o.controller == Some(true) && Some(&o.uid) == uid.as_ref())
+            pod.metadata.namespace.as_deref() == Some(namespace.as_str())
+                && pod.labels().get(keys::RAY_CLUSTER_LABEL) == Some(&name)
+                && pod
+                    .owner_references()
+                    .iter()
+                    .any(|o| o.controller == Some(true) && o.uid == uid)
         })
+        .map(|pod| Pod::clone(pod))
         .collect();
-    let service_name = cluster::head_service_name(cluster);
-    let head_service = writer.get::<Service>(&service_name).await?;
-    let pod_group = if volcano {
-        writer.get::<PodGroup>(&keys::pod_group_name(&name)).await?
-    } else {
-        None
-    };
+    let head_service = cached(
+        &shared.services,
+        &namespace,
+        &cluster::head_service_name(cluster),
+    );
+    let pod_group = volcano
+        .then(|| cached(&shared.pod_groups, &namespace, &keys::pod_group_name(&name)))
+        .flatten();
     let now = Time(Timestamp::now());
     let decide = |failed_write| {
         cluster::decide(
             cluster,
             &Snapshot {
                 pods: &pods,
-                head_service: head_service.as_ref(),
-                pod_group: pod_group.as_ref(),
+                head_service: head_service.as_deref(),
+                pod_group: pod_group.as_deref(),
                 volcano,
                 now: &now,
                 failed_write,
@@ -121,6 +142,7 @@ async fn pass(cluster: &RayCluster, ctx: &Context) -> Result<Requeue, ReconcileE
     };
     let mut performer = Performer {
         writer: &writer,
+        superseded: &ctx.superseded,
         cluster,
         name: &name,
         stored: None,
@@ -148,6 +170,7 @@ async fn pass(cluster: &RayCluster, ctx: &Context) -> Result<Requeue, ReconcileE
 /// Carries out the RayCluster decision's writes.
 struct Performer<'a> {
     writer: &'a Writer,
+    superseded: &'a Superseded,
     cluster: &'a RayCluster,
     name: &'a str,
     /// The RayCluster as stored, read before the first Pod is created.
@@ -210,7 +233,7 @@ impl Perform<Action> for Performer<'_> {
                 }
             }
             Action::UpdateStatus(status) => {
-                writer
+                let updated = writer
                     .api::<RayCluster>()
                     .patch_status(
                         self.name,
@@ -219,6 +242,12 @@ impl Perform<Action> for Performer<'_> {
                     )
                     .await
                     .map_err(api_error("patch RayCluster status"))?;
+                // The status write replaced the version decided on.
+                self.superseded.record(
+                    &self.cluster.uid().unwrap_or_default(),
+                    &self.cluster.resource_version().unwrap_or_default(),
+                    &updated.resource_version().unwrap_or_default(),
+                );
                 Ok(())
             }
             // Events are published by `exec::carry_out`.

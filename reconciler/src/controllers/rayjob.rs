@@ -1,11 +1,14 @@
 //! The RayJob controller: observe → [`decide`] → carry out ([`crate::exec`]).
 //!
-//! Each pass reads what exists with quorum GETs (the RayCluster named in status, the submitter
-//! Job, the PodGroup, the namespace's opt-in label, the Ray job while Running), hands the
-//! snapshot to the pure [`decide`] of `raygate-api`, and performs the returned actions in
-//! order, stopping at the first failure. Every action is idempotent by name, status writes and
-//! finalizer changes carry the observed `resourceVersion`, and before the first create of a
-//! pass the RayJob is read again: a pass that decided on a stale cached RayJob creates nothing.
+//! Each pass reads what exists from the watch caches ([`crate::cache`]: the RayCluster named in
+//! status, the submitter Job, the PodGroup, the head Pod and Service where the mode needs them;
+//! the namespace's opt-in label) and asks the dashboard about the Ray job while Running, hands
+//! the snapshot to the pure [`decide`] of `raygate-api`, and performs the returned actions in
+//! order, stopping at the first failure. A cached RayJob that this reconciler's own writes
+//! already replaced is not decided on ([`crate::freshness`]). Every action is idempotent by
+//! name, status writes and finalizer changes carry the observed `resourceVersion`, and before
+//! the first create of a pass the RayJob is read again: a pass that decided on a stale cached
+//! RayJob creates nothing.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -15,9 +18,9 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PropagationPolicy};
+use kube::api::{DeleteParams, DynamicObject, Patch, PropagationPolicy};
 use kube::runtime::controller::Action as Requeue;
-use kube::runtime::watcher;
+use kube::runtime::reflector::Store;
 use raygate_api::keys;
 use raygate_api::lifecycle::{
     Action, FreshSuffixes, LifecycleConfig, RayJobObservation, Reads, Snapshot, decide,
@@ -28,10 +31,12 @@ use raygate_api::volcano::PodGroup;
 use serde_json::{Value, json};
 use tracing::{debug, info, warn};
 
-use super::{run_in_scopes, scoped_api, watching};
+use super::{drain, watching};
+use crate::cache::{Caches, cached};
 use crate::context::{Context, NamespaceScope, ReconcileError, api_error, error_policy};
 use crate::dashboard::{AddressResolver, Dashboard, DashboardError};
 use crate::exec::{self, Perform, Writer};
+use crate::freshness::{SUPERSEDED_RECHECK, Superseded};
 
 /// The controller's name (metrics label, logs).
 pub const NAME: &str = "rayjob";
@@ -44,53 +49,41 @@ struct Shared {
     ctx: Arc<Context>,
     lifecycle: LifecycleConfig,
     dashboard: Dashboard,
+    clusters: Store<RayCluster>,
+    submitters: Store<Job>,
+    pod_groups: Store<PodGroup>,
+    pods: Store<Pod>,
+    services: Store<Service>,
 }
 
-/// The RayJob controller, for [`super::all`].
-pub fn controller() -> super::Controller {
-    super::Controller {
-        name: NAME,
-        run: run_all,
-    }
-}
-
-fn run_all(ctx: Arc<Context>) -> BoxFuture<'static, ()> {
-    Box::pin(async move {
-        let lifecycle = LifecycleConfig {
-            cluster_domain: ctx.config.build.cluster_domain.clone(),
-            head_cluster_ip: ctx.config.build.head_cluster_ip,
-            gates: ctx.config.validation.gates.clone(),
-            ..LifecycleConfig::default()
-        };
-        let resolver = match &ctx.config.ray_dashboard_address {
-            Some(address) => AddressResolver::Fixed(address.clone()),
-            None => AddressResolver::ClusterDns,
-        };
-        let shared = Arc::new(Shared {
-            dashboard: Dashboard::new(resolver, DASHBOARD_TIMEOUT),
-            lifecycle,
-            ctx: ctx.clone(),
-        });
-        let ours = format!("{}=RayJob", keys::ORIGINATED_FROM_CRD_LABEL);
-        run_in_scopes(&ctx, NAME, |ns| {
-            let client = &ctx.client;
-            watching::<RayJob>(&ctx, ns)
-                .owns(
-                    scoped_api::<RayCluster>(client, ns),
-                    watcher::Config::default().labels(&ours),
-                )
-                .owns(
-                    scoped_api::<Job>(client, ns),
-                    watcher::Config::default().labels(&ours),
-                )
-                .owns(
-                    scoped_api::<PodGroup>(client, ns),
-                    watcher::Config::default(),
-                )
-                .run(reconcile, error_policy, shared.clone())
-        })
-        .await;
-    })
+/// Runs the RayJob controller on `caches` until the context's shutdown fires.
+pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
+    let lifecycle = LifecycleConfig {
+        cluster_domain: ctx.config.build.cluster_domain.clone(),
+        head_cluster_ip: ctx.config.build.head_cluster_ip,
+        gates: ctx.config.validation.gates.clone(),
+        ..LifecycleConfig::default()
+    };
+    let resolver = match &ctx.config.ray_dashboard_address {
+        Some(address) => AddressResolver::Fixed(address.clone()),
+        None => AddressResolver::ClusterDns,
+    };
+    let shared = Arc::new(Shared {
+        dashboard: Dashboard::new(resolver, DASHBOARD_TIMEOUT),
+        lifecycle,
+        ctx: ctx.clone(),
+        clusters: caches.ray_clusters.store(),
+        submitters: caches.jobs.store(),
+        pod_groups: caches.pod_groups.store(),
+        pods: caches.pods.store(),
+        services: caches.services.store(),
+    });
+    let results = watching(ctx, caches.ray_jobs.subscribe(), caches.ray_jobs.store())
+        .owns_stream(caches.ray_clusters.subscribe())
+        .owns_stream(caches.jobs.subscribe())
+        .owns_stream(caches.pod_groups.subscribe())
+        .run(reconcile, error_policy, shared);
+    drain(NAME, results)
 }
 
 fn entropy() -> u64 {
@@ -124,34 +117,26 @@ async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> 
         debug!("managed by another controller; skipped");
         return Ok(Requeue::await_change());
     };
+    let uid = job.uid().unwrap_or_default();
+    let resource_version = job.resource_version().unwrap_or_default();
+    if shared.ctx.superseded.is_superseded(&uid, &resource_version) {
+        debug!(%resource_version, "the cached RayJob predates this reconciler's last write; waiting for the newer version");
+        return Ok(Requeue::requeue(SUPERSEDED_RECHECK));
+    }
     let writer = shared.ctx.writer(&namespace, job);
-    let cluster = match &reads.cluster {
-        Some(name) => writer.get::<RayCluster>(name).await?,
-        None => None,
-    };
-    let submitter = match &reads.submitter {
-        Some(name) => writer.get::<Job>(name).await?,
-        None => None,
-    };
-    let pod_group = match &reads.pod_group {
-        Some(name) => writer.get::<PodGroup>(name).await?,
-        None => None,
-    };
-    let head_pod = match &reads.head_pod_selector {
-        Some(selector) => writer
-            .api::<Pod>()
-            .list(&ListParams::default().labels(selector))
-            .await
-            .map_err(api_error("list the head Pod"))?
-            .items
-            .into_iter()
-            .next(),
-        None => None,
-    };
-    let job_head_service = match &reads.job_head_service {
-        Some(name) => writer.get::<Service>(name).await?,
-        None => None,
-    };
+    // Observe: from the watch caches (docs/reconciler.md, "Reads come from watch caches").
+    let ns = namespace.as_str();
+    let cluster = (reads.cluster.as_deref()).and_then(|n| cached(&shared.clusters, ns, n));
+    let submitter = (reads.submitter.as_deref()).and_then(|n| cached(&shared.submitters, ns, n));
+    let pod_group = (reads.pod_group.as_deref()).and_then(|n| cached(&shared.pod_groups, ns, n));
+    let job_head_service =
+        (reads.job_head_service.as_deref()).and_then(|n| cached(&shared.services, ns, n));
+    let head_pod = reads.head_pod_of.as_ref().and_then(|cluster| {
+        shared.pods.find(|pod| {
+            pod.metadata.namespace.as_deref() == Some(namespace.as_str())
+                && keys::is_head_pod_of(pod.metadata.labels.as_ref(), cluster)
+        })
+    });
     let ray_job = match &reads.ray_job {
         None => RayJobObservation::NotQueried,
         Some((url, id)) => match shared.dashboard.job(url, id).await {
@@ -166,20 +151,22 @@ async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> 
         config: &shared.lifecycle,
         validation_errors: validation_errors(job, &shared.ctx.config.validation),
         volcano: reads.volcano,
-        cluster: cluster.as_ref(),
-        submitter: submitter.as_ref(),
-        head_pod: head_pod.as_ref(),
-        pod_group: pod_group.as_ref(),
-        job_head_service: job_head_service.as_ref(),
+        cluster: cluster.as_deref(),
+        submitter: submitter.as_deref(),
+        head_pod: head_pod.as_deref(),
+        pod_group: pod_group.as_deref(),
+        job_head_service: job_head_service.as_deref(),
         ray_job,
         fresh: FreshSuffixes::from_entropy(entropy()),
     };
     let mut writes = RayJobWrites {
         writer: &writer,
         dashboard: &shared.dashboard,
+        superseded: &shared.ctx.superseded,
         job,
         name: &name,
-        resource_version: job.resource_version().unwrap_or_default(),
+        uid,
+        resource_version,
         stored: None,
     };
     Ok(exec::carry_out(&writer, &mut writes, decide(&snapshot)).await?)
@@ -189,8 +176,10 @@ async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> 
 struct RayJobWrites<'a> {
     writer: &'a Writer,
     dashboard: &'a Dashboard,
+    superseded: &'a Superseded,
     job: &'a RayJob,
     name: &'a str,
+    uid: String,
     /// The RayJob version the pass decided on, advanced by its own metadata writes.
     resource_version: String,
     /// The RayJob as stored, read before the first create of the pass.
@@ -223,6 +212,15 @@ impl RayJobWrites<'_> {
         Ok(self.stored.get_or_insert_default())
     }
 
+    /// The pass's own write turned the RayJob into `updated`: later writes of the pass are based
+    /// on it, and the version it replaced is no longer one to decide on.
+    fn replaced_by(&mut self, updated: &RayJob) {
+        let after = updated.resource_version().unwrap_or_default();
+        self.superseded
+            .record(&self.uid, &self.resource_version, &after);
+        self.resource_version = after;
+    }
+
     async fn set_finalizers(&mut self, finalizers: Vec<String>) -> Result<(), ReconcileError> {
         let patch = json!({"metadata": {
             "resourceVersion": self.resource_version,
@@ -234,7 +232,7 @@ impl RayJobWrites<'_> {
             .patch(self.name, &Writer::patch_params(), &Patch::Merge(&patch))
             .await
             .map_err(api_error("update the RayJob's finalizers"))?;
-        self.resource_version = updated.resource_version().unwrap_or_default();
+        self.replaced_by(&updated);
         Ok(())
     }
 
@@ -281,6 +279,8 @@ impl Perform<Action> for RayJobWrites<'_> {
                     .cloned()
                     .collect();
                 self.set_finalizers(finalizers).await?;
+                // Nothing holds the RayJob any more: it is gone, or going.
+                self.superseded.forget(&self.uid);
                 info!("finalizer removed");
             }
             Action::CreatePodGroup(pod_group) => writer.create(&*pod_group).await?,
@@ -353,6 +353,7 @@ impl Perform<Action> for RayJobWrites<'_> {
                 writer
                     .delete::<RayJob>(self.name, &DeleteParams::default(), "the RayJob")
                     .await?;
+                self.superseded.forget(&self.uid);
             }
             Action::UpdateStatus(status) => {
                 let diff = status_patch(job.status.as_ref(), &status);
@@ -368,7 +369,7 @@ impl Perform<Action> for RayJobWrites<'_> {
                     .patch_status(self.name, &Writer::patch_params(), &Patch::Merge(&patch))
                     .await
                     .map_err(api_error("update the RayJob status"))?;
-                self.resource_version = updated.resource_version().unwrap_or_default();
+                self.replaced_by(&updated);
                 info!(
                     deployment = status.job_deployment_status.as_deref().unwrap_or_default(),
                     job_status = status.job_status.as_deref().unwrap_or_default(),

@@ -189,7 +189,12 @@ impl Reconciler {
             .args(["--ray-dashboard-address", env.ray_dashboard()])
             .args(["--leader-elect", "false"])
             .args(["--concurrency", &concurrency.to_string()])
-            .env("RUST_LOG", "info")
+            // RAYGATE_BENCH_LOG sets the reconciler's log filter, e.g.
+            // `info,raygate_reconciler::metrics=trace` to log every API request it makes.
+            .env(
+                "RUST_LOG",
+                std::env::var("RAYGATE_BENCH_LOG").unwrap_or_else(|_| "info".to_string()),
+            )
             .stdin(Stdio::null())
             .stdout(file.try_clone()?)
             .stderr(file)

@@ -1,0 +1,220 @@
+//! The watch caches the controllers read from instead of the API server.
+//!
+//! Each kind the Ray controllers look at is watched once per namespace scope, into one
+//! [`Store`], and every event is handed on to each controller that asked for the kind
+//! ([`Cache::subscribe`]): as its own kind (the objects it reconciles) or as a child that
+//! wakes its owner. A pass therefore reads what the watch has delivered, with no request; the
+//! one thing a cache cannot prove, that it is not behind the controller's own last write, is
+//! handled by [`crate::freshness`] and by names that make a repeated create harmless
+//! (docs/reconciler.md, "Reads come from watch caches").
+//!
+//! Watches are kept alive as the API server allows (docs/reconciler.md, "API server outages"):
+//! a watch the server ends or breaks is re-established after at most [`WATCH_BACKOFF_MAX`], and
+//! one that stays silent longer than its timeout plus a margin is treated as dead and
+//! re-established too (kube-runtime's idle check, armed by [`WATCH_TIMEOUT_SECONDS`]).
+
+use std::time::Duration;
+
+use futures::channel::mpsc;
+use futures::{SinkExt, Stream, StreamExt};
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, ExponentialBackoff, watcher};
+use kube::runtime::{WatchStreamExt, utils::ResetTimerBackoff};
+use kube::{Api, Client, Resource, ResourceExt};
+use raygate_api::keys;
+use raygate_api::ray::v1::{RayCluster, RayJob};
+use raygate_api::volcano::PodGroup;
+use serde::de::DeserializeOwned;
+
+use crate::context::Shutdown;
+
+/// How long the API server keeps one watch request open. A watch that delivers nothing (not
+/// even a bookmark) for this long plus kube-runtime's margin is considered stalled and opened
+/// again, so a connection that died without a reset is noticed within about a minute.
+pub const WATCH_TIMEOUT_SECONDS: u32 = 50;
+/// First wait before re-establishing a failed watch.
+pub const WATCH_BACKOFF_MIN: Duration = Duration::from_millis(200);
+/// Longest wait before re-establishing a failed watch: once the API server is back, every
+/// watch is back within this long.
+pub const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(4);
+/// A watch that has run this long without failing starts its backoff from the beginning again.
+const WATCH_BACKOFF_RESET: Duration = Duration::from_secs(60);
+/// Events buffered for each subscriber before the watch waits for it.
+const SUBSCRIBER_BUFFER: usize = 1024;
+
+/// The watch backoff: exponential from [`WATCH_BACKOFF_MIN`] to [`WATCH_BACKOFF_MAX`], with
+/// jitter, reset after [`WATCH_BACKOFF_RESET`] without a failure.
+pub(crate) fn watch_backoff() -> ResetTimerBackoff<ExponentialBackoff> {
+    ResetTimerBackoff::new(
+        backon::ExponentialBuilder::default()
+            .with_min_delay(WATCH_BACKOFF_MIN)
+            .with_max_delay(WATCH_BACKOFF_MAX)
+            .with_factor(2.0)
+            .with_jitter()
+            .without_max_times()
+            .into(),
+        WATCH_BACKOFF_RESET,
+    )
+}
+
+/// The watch configuration of every cache: [`WATCH_TIMEOUT_SECONDS`], bookmarks, optionally a
+/// label selector.
+pub(crate) fn watch_config(labels: Option<&str>) -> watcher::Config {
+    let config = watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS);
+    match labels {
+        Some(selector) => config.labels(selector),
+        None => config,
+    }
+}
+
+/// One watched kind: its store and the controllers it feeds.
+pub struct Cache<K: Resource + Clone + 'static>
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    api: Api<K>,
+    config: watcher::Config,
+    store: Store<K>,
+    writer: reflector::store::Writer<K>,
+    subscribers: Vec<mpsc::Sender<Result<K, watcher::Error>>>,
+    /// Whether objects keep their `managedFields` (only where a decision reads them).
+    keep_managed_fields: bool,
+}
+
+impl<K> Cache<K>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    fn new(client: &Client, namespace: Option<&str>, labels: Option<&str>) -> Self {
+        let (store, writer) = reflector::store();
+        Self {
+            api: crate::controllers::scoped_api(client, namespace),
+            config: watch_config(labels),
+            store,
+            writer,
+            subscribers: Vec::new(),
+            keep_managed_fields: false,
+        }
+    }
+
+    /// Keeps the objects' `managedFields`, which are otherwise dropped to save memory.
+    fn keeping_managed_fields(mut self) -> Self {
+        self.keep_managed_fields = true;
+        self
+    }
+
+    /// The store: every object the watch has delivered (empty until the first list is in).
+    pub fn store(&self) -> Store<K> {
+        self.store.clone()
+    }
+
+    /// A stream of every object the watch delivers from now on, changed or deleted, for a
+    /// controller's trigger. Subscribe before [`Caches::run`].
+    pub fn subscribe(&mut self) -> impl Stream<Item = Result<K, watcher::Error>> + Send + use<K> {
+        let (sender, receiver) = mpsc::channel(SUBSCRIBER_BUFFER);
+        self.subscribers.push(sender);
+        receiver
+    }
+
+    /// Runs the watch until it ends with the process: fills the store, hands each object to
+    /// every subscriber.
+    async fn run(self) {
+        let Cache {
+            api,
+            config,
+            writer,
+            mut subscribers,
+            keep_managed_fields,
+            ..
+        } = self;
+        let kind = K::kind(&());
+        let objects = watcher(api, config)
+            .backoff(watch_backoff())
+            .modify(move |object| {
+                if !keep_managed_fields {
+                    object.managed_fields_mut().clear();
+                }
+            })
+            .reflect(writer)
+            .touched_objects();
+        futures::pin_mut!(objects);
+        while let Some(event) = objects.next().await {
+            match event {
+                Ok(object) => {
+                    for subscriber in &mut subscribers {
+                        // A subscriber that is gone has stopped with its controller.
+                        let _ = subscriber.send(Ok(object.clone())).await;
+                    }
+                }
+                Err(error) => tracing::warn!(%kind, %error, "watch failed; retrying"),
+            }
+        }
+    }
+}
+
+/// The object `name` in `namespace` as `store` last had it delivered, if any.
+pub fn cached<K>(store: &Store<K>, namespace: &str, name: &str) -> Option<std::sync::Arc<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    store.get(&ObjectRef::new(name).within(namespace))
+}
+
+/// Every kind the Ray controllers read, watched in one namespace scope.
+pub struct Caches {
+    /// RayJobs.
+    pub ray_jobs: Cache<RayJob>,
+    /// RayClusters.
+    pub ray_clusters: Cache<RayCluster>,
+    /// Pods labelled `ray.io/cluster`: Ray's head and worker Pods.
+    pub pods: Cache<Pod>,
+    /// Services labelled `ray.io/node-type=head`: RayCluster and RayJob head Services.
+    pub services: Cache<Service>,
+    /// Jobs labelled `ray.io/originated-from-crd=RayJob`: submitters.
+    pub jobs: Cache<Job>,
+    /// PodGroups, with their `managedFields`: the PodGroup-only controllers tell raygate's
+    /// writes from KubeRay's by them (`raygate_api::coexist`).
+    pub pod_groups: Cache<PodGroup>,
+}
+
+impl Caches {
+    /// The caches of `namespace` (every namespace for `None`); nothing is watched until
+    /// [`Caches::run`].
+    pub fn new(client: &Client, namespace: Option<&str>) -> Self {
+        let head_services = format!("{}={}", keys::RAY_NODE_TYPE_LABEL, keys::HEAD_NODE_TYPE);
+        let submitters = format!("{}=RayJob", keys::ORIGINATED_FROM_CRD_LABEL);
+        Self {
+            ray_jobs: Cache::new(client, namespace, None),
+            ray_clusters: Cache::new(client, namespace, None),
+            pods: Cache::new(client, namespace, Some(keys::RAY_CLUSTER_LABEL)),
+            services: Cache::new(client, namespace, Some(&head_services)),
+            jobs: Cache::new(client, namespace, Some(&submitters)),
+            pod_groups: Cache::new(client, namespace, None).keeping_managed_fields(),
+        }
+    }
+
+    /// Runs every watch until `shutdown` fires.
+    pub async fn run(self, shutdown: Shutdown) {
+        let watches = futures::future::join(
+            futures::future::join3(
+                self.ray_jobs.run(),
+                self.ray_clusters.run(),
+                self.pods.run(),
+            ),
+            futures::future::join3(self.services.run(), self.jobs.run(), self.pod_groups.run()),
+        );
+        tokio::select! {
+            _ = watches => {}
+            () = shutdown.wait() => {}
+        }
+    }
+}

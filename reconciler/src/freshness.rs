@@ -1,0 +1,125 @@
+//! Keeping a pass from deciding on a cached object that the reconciler's own writes replaced.
+//!
+//! A controller reads its objects from a watch cache ([`crate::cache`]), which lags behind the
+//! API server: right after a pass writes a RayJob's status, the next pass can still see the
+//! version before the write and would decide the same step again (a second status write that
+//! fails on its `resourceVersion` precondition, or creates that are answered AlreadyExists).
+//!
+//! [`Superseded`] remembers, per object, the versions this process replaced with its own
+//! writes. A cached version in the set is skipped: the watch event of the write wakes the
+//! controller again, and [`SUPERSEDED_RECHECK`] bounds the wait should that event be lost. A
+//! cached version not in the set is newer than every recorded one, so the set is forgotten and
+//! the pass goes ahead. RayJob writes carry a `resourceVersion` precondition, so every later
+//! version contains them; a RayCluster status write does not, and a version written by someone
+//! else in between can at worst lead to the same status being written once more.
+//! Nothing here survives a restart, and nothing needs to: a new process starts from a fresh
+//! list.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// When to look again at an object whose cached version is superseded, in case the watch
+/// event that carries the newer version never arrives (the watch broke and is relisting).
+pub const SUPERSEDED_RECHECK: Duration = Duration::from_secs(5);
+
+/// Per object (by UID), the versions this process's writes have replaced and the cache may
+/// still show.
+#[derive(Debug, Default)]
+pub struct Superseded(Mutex<HashMap<String, Vec<String>>>);
+
+impl Superseded {
+    /// Records that a write turned version `before` of the object `uid` into `after`. A write
+    /// the API server found to change nothing keeps the version, and records nothing.
+    pub fn record(&self, uid: &str, before: &str, after: &str) {
+        if uid.is_empty() || before.is_empty() || before == after {
+            return;
+        }
+        let mut map = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let versions = map.entry(uid.to_string()).or_default();
+        if !versions.iter().any(|v| v == before) {
+            versions.push(before.to_string());
+        }
+    }
+
+    /// Whether the cached version `seen` of object `uid` is one this process already replaced;
+    /// when it is not, what was remembered about the object is forgotten.
+    pub fn is_superseded(&self, uid: &str, seen: &str) -> bool {
+        let mut map = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match map.get(uid) {
+            Some(versions) if versions.iter().any(|v| v == seen) => true,
+            Some(_) => {
+                map.remove(uid);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Forgets the object `uid` (it is gone).
+    pub fn forget(&self, uid: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(uid);
+    }
+
+    /// How many objects have a superseded version remembered.
+    pub fn len(&self) -> usize {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
+    }
+
+    /// Whether no object has a superseded version remembered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_replaced_by_our_writes_is_skipped_until_the_cache_moves_past_it() {
+        let superseded = Superseded::default();
+        assert!(!superseded.is_superseded("uid-1", "10"), "nothing recorded");
+        // One pass decided on 10, wrote the finalizer (→ 11) and the status (→ 12).
+        superseded.record("uid-1", "10", "11");
+        superseded.record("uid-1", "11", "12");
+        assert!(superseded.is_superseded("uid-1", "10"));
+        assert!(
+            superseded.is_superseded("uid-1", "11"),
+            "misses the status write"
+        );
+        assert!(!superseded.is_superseded("uid-2", "10"), "another object");
+        assert!(!superseded.is_superseded("uid-1", "12"), "caught up");
+        assert!(superseded.is_empty(), "forgotten once caught up");
+        assert!(!superseded.is_superseded("uid-1", "10"));
+    }
+
+    #[test]
+    fn no_op_writes_and_objects_without_identity_are_never_skipped_and_gone_ones_forgotten() {
+        let superseded = Superseded::default();
+        superseded.record("", "10", "11");
+        superseded.record("uid-1", "", "11");
+        superseded.record("uid-1", "10", "10");
+        assert!(
+            superseded.is_empty(),
+            "a write that changed nothing is no newer version"
+        );
+        superseded.record("uid-1", "10", "11");
+        superseded.record("uid-1", "10", "11");
+        assert_eq!(superseded.len(), 1);
+        superseded.forget("uid-1");
+        assert!(!superseded.is_superseded("uid-1", "10"));
+    }
+}
