@@ -30,7 +30,7 @@ use raygate_api::check::{self, ObjectReport};
 use raygate_api::features::FeatureGates;
 use raygate_api::finding::{Finding, Severity};
 use raygate_api::input::{self, Document};
-use raygate_api::settings::OptInLabel;
+use raygate_api::settings::{LabelAdmins, OptInLabel};
 use raygate_api::sizing;
 use raygate_api::validation::{ReconcilerKind, ValidationContext};
 use raygate_api::{crd, volcano::PodGroup};
@@ -213,6 +213,26 @@ pub(crate) struct OptInArgs {
         default_value_t = OptInLabel::default()
     )]
     pub(crate) namespace_label: OptInLabel,
+    /// Who may add, change or remove the opt-in label on a Namespace: comma-separated
+    /// `group:NAME` and `user:NAME` entries (anyone else is refused by the webhook, so a
+    /// namespace owner cannot step out of the QueuePolicies). Empty: nobody.
+    #[arg(
+        long,
+        env = "RAYGATE_NAMESPACE_LABEL_ADMINS",
+        value_name = "group:NAME,user:NAME",
+        default_value_t = LabelAdmins::default()
+    )]
+    pub(crate) namespace_label_admins: LabelAdmins,
+}
+
+impl OptInArgs {
+    /// The opt-in label with its admins.
+    pub(crate) fn label(self) -> OptInLabel {
+        OptInLabel {
+            admins: self.namespace_label_admins,
+            ..self.namespace_label
+        }
+    }
 }
 
 /// `--metrics-address`, one definition for `webhook`, `reconcile` and `run`: a process has one
@@ -309,7 +329,7 @@ fn run(cli: Cli) -> Result<u8> {
         } => {
             let shared = webhook::Shared {
                 validation: rules.context(),
-                opt_in: opt_in.namespace_label,
+                opt_in: opt_in.label(),
                 metrics_address: metrics.metrics_address,
                 more_metrics: None,
             };

@@ -222,7 +222,7 @@ impl InstallArgs {
             image: self.image,
             image_pull_policy: self.image_pull_policy,
             replicas: self.replicas,
-            opt_in_label: self.opt_in.namespace_label,
+            opt_in_label: self.opt_in.label(),
             failure_policy: match self.failure_policy {
                 FailurePolicyArg::Fail => FailurePolicy::Fail,
                 FailurePolicyArg::Ignore => FailurePolicy::Ignore,

@@ -128,7 +128,7 @@ impl Args {
                 .filter(|ns| !ns.is_empty())
                 .collect(),
             namespace_selector: self.namespace_selector.filter(|s| !s.trim().is_empty()),
-            opt_in_label: self.opt_in.namespace_label,
+            opt_in_label: self.opt_in.label(),
             concurrency: self.concurrency,
             default_reconciler: self.rules.reconciler.into(),
             validation: ValidationContext {

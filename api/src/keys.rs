@@ -116,6 +116,12 @@ pub const MUTATE_RAY_PATH: &str = "/mutate/ray";
 pub const VALIDATE_RAY_PATH: &str = "/validate/ray";
 /// Webhook server path of QueuePolicy validation.
 pub const VALIDATE_QUEUE_POLICY_PATH: &str = "/validate/queuepolicy";
+/// Webhook server path of the opt-in label guard (AdmissionReview of Namespaces).
+pub const VALIDATE_NAMESPACE_PATH: &str = "/validate/namespace";
+/// Webhook server path of the queue check of Volcano Pods that name no PodGroup.
+pub const VALIDATE_VOLCANO_POD_PATH: &str = "/validate/volcano-pod";
+/// Webhook server path of PodGroup validation against QueuePolicies.
+pub const VALIDATE_POD_GROUP_PATH: &str = "/validate/podgroup";
 /// Label the API server sets on every Namespace to its name (tamper-resistant selector key).
 pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 

@@ -18,6 +18,12 @@
 //!   only sees Ray Pods and Job Pods (`matchConditions` on KubeRay's labels and the Job
 //!   controller's, mirror Pods skipped): while raygate is down only Ray objects and Jobs of
 //!   opted-in namespaces are affected.
+//! * **Policy without escape** (`docs/queue-policy.md`). Three more validating webhooks see
+//!   every namespace but `kube-system` and raygate's own: Namespaces, only when the opt-in label
+//!   changes (`matchConditions`; always `Fail`, a rare admin action); Pods with
+//!   `schedulerName: volcano` that name no PodGroup; and PodGroups (CREATE, and UPDATEs that
+//!   change `spec`). The last two follow `failure_policy`: `Fail` keeps the escape closed while
+//!   raygate is down, at the price of holding up new Volcano gangs cluster-wide until it is back.
 //! * **Hardened Pods.** Two replicas spread over nodes with a PodDisruptionBudget, non-root,
 //!   read-only root file system, no capabilities, `RuntimeDefault` seccomp, requests and limits,
 //!   probes on `/healthz` and `/readyz`.
@@ -184,6 +190,7 @@ impl InstallOptions {
             format!("--enable-reconciler={}", self.reconciler),
             format!("--reconciler={}", self.default_reconciler),
             format!("--namespace-label={}", self.opt_in_label),
+            format!("--namespace-label-admins={}", self.opt_in_label.admins),
             format!("--log-format={}", self.log_format),
         ];
         if self.reconciler && !self.namespace_selector.is_empty() {
@@ -792,7 +799,7 @@ fn container_env() -> Value {
 
 /// Namespaces raygate acts in: opted in, and never `kube-system` or its own.
 fn opted_in_namespaces(options: &InstallOptions) -> Value {
-    let OptInLabel { key, value } = &options.opt_in_label;
+    let OptInLabel { key, value, .. } = &options.opt_in_label;
     json!({"matchExpressions": [
         {"key": key, "operator": "In", "values": [value]},
         {"key": keys::NAMESPACE_NAME_LABEL, "operator": "NotIn", "values": ["kube-system", options.namespace]},
@@ -909,7 +916,7 @@ fn validating_webhooks(options: &InstallOptions, client: &WebhookClient) -> Valu
         keys::VALIDATE_RAY_PATH,
         ray_rules(&["CREATE", "UPDATE"]),
     );
-    let OptInLabel { key, value } = &options.opt_in_label;
+    let OptInLabel { key, value, .. } = &options.opt_in_label;
     elsewhere["namespaceSelector"] = json!({"matchExpressions": [
         {"key": key, "operator": "NotIn", "values": [value]},
         {"key": keys::NAMESPACE_NAME_LABEL, "operator": "NotIn", "values": ["kube-system", options.namespace]},
@@ -936,12 +943,92 @@ fn validating_webhooks(options: &InstallOptions, client: &WebhookClient) -> Valu
     // Whatever `failure_policy` says: a QueuePolicy is rare admin input, and one that raygate
     // could not check must not be stored.
     policies["failurePolicy"] = json!(FailurePolicy::Fail.as_str());
+    let [namespaces, volcano_pods, pod_groups] = escape_webhooks(options, client);
     json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
         "metadata": webhook_configuration_metadata(options),
-        "webhooks": [opted_in, elsewhere, policies],
+        "webhooks": [opted_in, elsewhere, policies, namespaces, volcano_pods, pod_groups],
     })
+}
+
+/// Every namespace but `kube-system` and raygate's own, opted in or not.
+fn all_but_system_namespaces(options: &InstallOptions) -> Value {
+    json!({"matchExpressions": [
+        {"key": keys::NAMESPACE_NAME_LABEL, "operator": "NotIn", "values": ["kube-system", options.namespace]},
+    ]})
+}
+
+/// The webhooks that keep QueuePolicies without escape: the opt-in label guard, Volcano Pods
+/// without a PodGroup, and PodGroups, in every namespace but the system ones.
+fn escape_webhooks(options: &InstallOptions, client: &WebhookClient) -> [Value; 3] {
+    let key = &options.opt_in_label.key;
+    let mut namespaces = webhook(
+        "namespaces.validate.raygate.io",
+        options,
+        client,
+        keys::VALIDATE_NAMESPACE_PATH,
+        json!([{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["namespaces"], "scope": "Cluster"}]),
+    );
+    namespaces["namespaceSelector"] = all_but_system_namespaces(options);
+    // Only a change of the opt-in label reaches raygate: the namespace controller's and every
+    // other Namespace write go by, so `Fail` only ever holds up a change of the label itself.
+    let value_of = |object: &str| {
+        format!(
+            "(has({object}.metadata.labels) && '{key}' in {object}.metadata.labels ? {object}.metadata.labels['{key}'] : '')"
+        )
+    };
+    namespaces["matchConditions"] = json!([{
+        "name": "opt-in-label-changes",
+        "expression": format!(
+            "request.operation == 'CREATE' ? {new} != '' : {new} != {old}",
+            new = value_of("object"),
+            old = value_of("oldObject"),
+        ),
+    }]);
+    namespaces["failurePolicy"] = json!(FailurePolicy::Fail.as_str());
+    let mut volcano_pods = webhook(
+        "volcanopods.validate.raygate.io",
+        options,
+        client,
+        keys::VALIDATE_VOLCANO_POD_PATH,
+        json!([{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "Namespaced"}]),
+    );
+    volcano_pods["namespaceSelector"] = all_but_system_namespaces(options);
+    // Only Pods Volcano schedules that are in no PodGroup yet (those in one are bound by its
+    // queue, checked by the PodGroup webhook); mirror Pods never.
+    volcano_pods["matchConditions"] = json!([
+        {
+            "name": "volcano-pod-without-group",
+            "expression": format!(
+                "has(object.spec.schedulerName) && object.spec.schedulerName == '{scheduler}' && \
+                 (!has(object.metadata.annotations) || !('{group}' in object.metadata.annotations))",
+                scheduler = keys::VOLCANO_SCHEDULER_NAME,
+                group = keys::POD_GROUP_ANNOTATION,
+            ),
+        },
+        {
+            "name": "not-mirror-pod",
+            "expression": format!(
+                "!has(object.metadata.annotations) || !('{}' in object.metadata.annotations)",
+                keys::MIRROR_POD_ANNOTATION
+            ),
+        },
+    ]);
+    let mut pod_groups = webhook(
+        "podgroups.validate.raygate.io",
+        options,
+        client,
+        keys::VALIDATE_POD_GROUP_PATH,
+        json!([{"apiGroups": ["scheduling.volcano.sh"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": ["podgroups"], "scope": "Namespaced"}]),
+    );
+    pod_groups["namespaceSelector"] = all_but_system_namespaces(options);
+    // The scheduler's status writes change no `spec`.
+    pod_groups["matchConditions"] = json!([{
+        "name": "spec-written",
+        "expression": "request.operation == 'CREATE' || object.spec != oldObject.spec",
+    }]);
+    [namespaces, volcano_pods, pod_groups]
 }
 
 #[cfg(test)]

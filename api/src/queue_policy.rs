@@ -615,6 +615,7 @@ mod tests {
         let label = OptInLabel {
             key: opt_in.0.to_owned(),
             value: opt_in.1.to_owned(),
+            ..OptInLabel::default()
         };
         let namespaces = [
             // raygate's default label opts nothing in when another one is configured.

@@ -149,7 +149,7 @@ async fn the_environments_webhook_configurations_are_the_installations_but_for_t
         }
     }
     assert_eq!(
-        compared, 5,
+        compared, 8,
         "every webhook of the installation is in the environment"
     );
 }

@@ -9,6 +9,10 @@
 //!   (the `raygate validate` rules, Volcano queue and QueuePolicy rules, UPDATE rules); errors
 //!   deny with the field path, warnings go back to the client.
 //! * `POST /validate/queuepolicy`: QueuePolicies are checked before they are stored.
+//! * `POST /validate/namespace`, `/validate/volcano-pod`, `/validate/podgroup`: QueuePolicies
+//!   without escape (`raygate_api::admission::escape`): only the opt-in label's admins change
+//!   it on a Namespace, and Volcano Pods without a PodGroup and every PodGroup must pass the
+//!   policies of their namespace, opted in or not.
 //! * `POST /convert`: `ray.io` v1alpha1 ⇄ v1 ConversionReviews (`raygate_api::conversion`).
 //! * `/healthz`, `/readyz` (certificate loaded, every informer cache synced, not shutting
 //!   down) and `/metrics` (OpenMetrics), on the TLS port and on a plain-HTTP port for probes
@@ -22,6 +26,7 @@
 
 pub mod cache;
 mod connections;
+pub mod escape;
 pub mod metrics;
 pub mod pods;
 pub mod ray;

@@ -58,6 +58,7 @@ pub struct GroupVersionKind {
 
 /// The operation under review: the core's, which the Ray object review decides on.
 pub use raygate_api::admission::Operation;
+pub use raygate_api::admission::escape::UserInfo;
 
 /// The parts of `request` raygate reads. `O` is how `object` is read on the wire; the webhooks
 /// get it as a `Value` (see [`ObjectView`]).
@@ -88,6 +89,9 @@ pub struct AdmissionRequest<O = Value> {
     /// Whether nothing will be persisted.
     #[serde(default)]
     pub dry_run: Option<bool>,
+    /// Who asked (the opt-in label guard reads it).
+    #[serde(default)]
+    pub user_info: UserInfo,
 }
 
 impl<O> AdmissionRequest<O> {
@@ -102,6 +106,7 @@ impl<O> AdmissionRequest<O> {
             object,
             old_object,
             dry_run,
+            user_info,
         } = self;
         AdmissionRequest {
             uid,
@@ -113,6 +118,7 @@ impl<O> AdmissionRequest<O> {
             object: object.map(read),
             old_object,
             dry_run,
+            user_info,
         }
     }
 }

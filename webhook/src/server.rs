@@ -33,11 +33,13 @@ use crate::connections::{Activity, Close, Connections, InFlightBody};
 use crate::metrics::{AdmissionLabels, CloseLabels, CodeLabels, Metrics, WebhookLabels};
 use crate::ray::RayWebhook;
 use crate::review::{self, AdmissionRequest, ObjectView, Verdict};
-use crate::{pods, ray};
+use crate::{escape, pods, ray};
 
 // The paths are shared with the install manifests, which must name the same ones.
 pub use raygate_api::keys::{
-    CONVERT_PATH, MUTATE_PODS_PATH, MUTATE_RAY_PATH, VALIDATE_QUEUE_POLICY_PATH, VALIDATE_RAY_PATH,
+    CONVERT_PATH, MUTATE_PODS_PATH, MUTATE_RAY_PATH, VALIDATE_NAMESPACE_PATH,
+    VALIDATE_POD_GROUP_PATH, VALIDATE_QUEUE_POLICY_PATH, VALIDATE_RAY_PATH,
+    VALIDATE_VOLCANO_POD_PATH,
 };
 
 /// The API server's own request-body limit (3 MiB): no AdmissionReview it sends for an object
@@ -139,6 +141,9 @@ pub fn router(state: AppState) -> Router {
         MUTATE_RAY_PATH,
         VALIDATE_RAY_PATH,
         VALIDATE_QUEUE_POLICY_PATH,
+        VALIDATE_NAMESPACE_PATH,
+        VALIDATE_VOLCANO_POD_PATH,
+        VALIDATE_POD_GROUP_PATH,
     ] {
         admission = admission.route(
             path,
@@ -276,6 +281,8 @@ fn metric_kind(request: Option<&AdmissionRequest>) -> &'static str {
         Some("RayJob") => "RayJob",
         Some("RayCluster") => "RayCluster",
         Some("QueuePolicy") => "QueuePolicy",
+        Some("Namespace") => "Namespace",
+        Some("PodGroup") => "PodGroup",
         Some(_) => "other",
     }
 }
@@ -294,7 +301,7 @@ async fn admit(
         )
             .into_response();
     }
-    let view = if webhook == MUTATE_PODS_PATH {
+    let view = if webhook == MUTATE_PODS_PATH || webhook == VALIDATE_VOLCANO_POD_PATH {
         ObjectView::PodOnboarding
     } else {
         ObjectView::Whole
@@ -320,6 +327,9 @@ async fn admit(
             .await
         }
         VALIDATE_QUEUE_POLICY_PATH => ray::review_queue_policy(&request),
+        VALIDATE_NAMESPACE_PATH => escape::review_namespace(&request, &state.opt_in),
+        VALIDATE_VOLCANO_POD_PATH => escape::review_volcano_pod(&state.caches, &request).await,
+        VALIDATE_POD_GROUP_PATH => escape::review_pod_group(&state.caches, &request).await,
         _ => {
             ray::review_ray(
                 &state.caches,

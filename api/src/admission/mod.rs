@@ -13,7 +13,9 @@
 //!    the gang's `minResources` must fit in the queue's `capability`.
 //! 4. **QueuePolicy rules**: every matching policy is evaluated on its own; a `Deny` policy's
 //!    violations are errors, a `Warn` policy's are warnings (the combination rule: all `Deny`
-//!    policies must allow).
+//!    policies must allow). Outside opted-in namespaces they apply to an object that names a
+//!    Volcano queue (`volcano.sh/queue-name`), which KubeRay's Volcano adapter would use
+//!    ([`escape`] covers Pods, PodGroups and the opt-in label itself).
 //! 5. **UPDATE rules**: the queue and priority labels cannot change while a RayJob has a live
 //!    cluster ([`live_cluster`]) or on a standalone RayCluster; a changed `rayClusterSpec` on a
 //!    started RayJob is warned about. Errors the old object already had are **ratcheted** down to
@@ -32,6 +34,7 @@
 //! Everything is pure: the caller passes the namespace, a [`QueueLookup`] and the policies it
 //! has cached. `docs/queue-policy.md` documents the rules and the combination rule.
 
+pub mod escape;
 pub mod rules;
 
 #[cfg(test)]
@@ -209,19 +212,29 @@ pub fn review_ray_object(review: RayObjectReview<'_>) -> Admission {
             .unwrap_or_default();
         crate::onboarding::cluster_ray_job(&object_labels, &owners).is_some()
     };
-    let governed = opt_in.selects(namespace_labels) && !owned_by_ray_job;
-    let scope = rules::Scope {
+    let opted_in = opt_in.selects(namespace_labels);
+    let governed = opted_in && !owned_by_ray_job;
+    // Outside opted-in namespaces an object that names a Volcano queue still reaches it (through
+    // KubeRay's Volcano adapter, which reads the label): the namespace's QueuePolicies apply to
+    // it, or removing the opt-in label would escape them.
+    let names_queue = |object: &Value| {
+        !opted_in
+            && !owned_by_ray_job
+            && rules::label(&rules::labels(object), keys::QUEUE_LABEL).is_some()
+    };
+    let scope_for = |policy_checked: bool| rules::Scope {
         kind,
         governed,
         namespace: namespace.name.as_deref().unwrap_or_default(),
         queues,
-        policies: if governed {
+        policies: if policy_checked {
             matching_policies(policies, namespace_labels)
         } else {
             Vec::new()
         },
         context,
     };
+    let scope = scope_for(governed || names_queue(&object));
 
     let mut findings = Vec::new();
     let mut patch = None;
@@ -252,7 +265,13 @@ pub fn review_ray_object(review: RayObjectReview<'_>) -> Admission {
                 Some(queue) => rules::QueueChoice::Label(queue.to_string()),
                 None => rules::QueueChoice::Unset,
             };
-            let before = rules::evaluate(&scope, old, &old_queue);
+            // An old object that named no queue outside an opted-in namespace was not checked
+            // against the policies: a queue added now is new, not ratcheted.
+            let before = if governed || names_queue(&old) {
+                rules::evaluate(&scope, old, &old_queue)
+            } else {
+                rules::evaluate(&scope_for(false), old, &old_queue)
+            };
             findings.extend(rules::ratchet(new_findings, &before));
         }
         None => findings.extend(new_findings),

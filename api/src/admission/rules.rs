@@ -98,18 +98,20 @@ pub const PRIORITY_LABEL_FIELD: &str = "metadata.labels[ray.io/priority-class-na
 /// What the review knows besides the object.
 pub(super) struct Scope<'a> {
     pub kind: RayKind,
-    /// Opted-in namespace, and not a RayCluster that belongs to a RayJob's gang.
+    /// Opted-in namespace, and not a RayCluster that belongs to a RayJob's gang: the Volcano
+    /// rules and the UPDATE rules apply.
     pub governed: bool,
     pub namespace: &'a str,
     pub queues: &'a dyn QueueLookup,
-    /// Matching policies, sorted by name (empty when not governed).
+    /// Matching policies, sorted by name: empty when neither governed nor naming a Volcano
+    /// queue outside an opted-in namespace (`review_ray_object`).
     pub policies: Vec<&'a QueuePolicy>,
     pub context: &'a ValidationContext,
 }
 
 /// Where the object's queue comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum QueueChoice {
+pub(crate) enum QueueChoice {
     /// The object's own label.
     Label(String),
     /// Defaulted from the namespace annotation.
@@ -137,6 +139,12 @@ impl QueueChoice {
 
     /// Where a defaulted queue came from, for messages.
     fn origin(&self) -> String {
+        self.origin_of(&RAY_OBJECT_FIELDS)
+    }
+
+    /// Where a defaulted queue came from, for messages about an object whose queue is set as
+    /// `fields` says.
+    pub(crate) fn origin_of(&self, fields: &PolicyFields<'_>) -> String {
         match self {
             QueueChoice::Label(_) => String::new(),
             QueueChoice::Namespace(_) => format!(
@@ -147,11 +155,33 @@ impl QueueChoice {
                 format!(" (defaulted from QueuePolicy {policy:?})")
             }
             QueueChoice::Unset => {
-                format!(" (no {} label: Volcano's default queue)", keys::QUEUE_LABEL)
+                format!(" (no {}: Volcano's default queue)", fields.queue_setting)
             }
         }
     }
 }
+
+/// Where an object governed by QueuePolicies keeps what the policy rules check, for their
+/// findings and messages.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PolicyFields<'a> {
+    /// Field path of the queue, e.g. [`QUEUE_LABEL_FIELD`].
+    pub queue: &'a str,
+    /// How a user sets the queue, as a message names it: `volcano.sh/queue-name label`.
+    pub queue_setting: &'a str,
+    /// Field path of the gang's size, e.g. `spec.rayClusterSpec`.
+    pub gang: &'a str,
+    /// Field path of the priority class, e.g. [`PRIORITY_LABEL_FIELD`].
+    pub priority: &'a str,
+}
+
+/// The fields of a RayJob or RayCluster (the gang field is chosen by kind).
+const RAY_OBJECT_FIELDS: PolicyFields<'static> = PolicyFields {
+    queue: QUEUE_LABEL_FIELD,
+    queue_setting: "volcano.sh/queue-name label",
+    gang: "spec",
+    priority: PRIORITY_LABEL_FIELD,
+};
 
 /// The string labels of an object (`metadata.labels`), ignoring non-string values.
 pub(super) fn labels(object: &Value) -> BTreeMap<String, String> {
@@ -352,14 +382,14 @@ pub(super) fn evaluate(scope: &Scope<'_>, object: Value, queue: &QueueChoice) ->
         return Vec::new();
     };
     let mut findings = checked.report.findings;
-    if !scope.governed {
+    if !scope.governed && scope.policies.is_empty() {
         return findings;
     }
     let gang_field = match scope.kind {
         RayKind::RayJob => "spec.rayClusterSpec",
         RayKind::RayCluster => "spec",
     };
-    if selector {
+    if selector && scope.governed {
         findings.push(Finding::error(
             VOLCANO_CLUSTER_SELECTOR,
             "spec.clusterSelector",
@@ -371,7 +401,13 @@ pub(super) fn evaluate(scope: &Scope<'_>, object: Value, queue: &QueueChoice) ->
         Some(Ok(gang)) if !selector => Some(gang),
         _ => None,
     };
-    queue_rules(scope, queue, gang, gang_field, &mut findings);
+    if scope.governed {
+        queue_rules(scope, queue, gang, gang_field, &mut findings);
+    }
+    let fields = PolicyFields {
+        gang: gang_field,
+        ..RAY_OBJECT_FIELDS
+    };
     for policy in &scope.policies {
         policy_rules(
             policy,
@@ -379,7 +415,7 @@ pub(super) fn evaluate(scope: &Scope<'_>, object: Value, queue: &QueueChoice) ->
             queue,
             priority.as_deref(),
             gang,
-            gang_field,
+            &fields,
             &mut findings,
         );
     }
@@ -460,15 +496,18 @@ fn over(needed: ResourceQuantity, limit: ResourceQuantity) -> ResourceQuantity {
     needed + limit.times(-1)
 }
 
-fn policy_rules(
+/// One policy's rules on an object: its queue (`choice`), its priority class and its gang, each
+/// found where `fields` says.
+pub(crate) fn policy_rules(
     policy: &QueuePolicy,
     namespace: &str,
     choice: &QueueChoice,
     priority: Option<&str>,
     gang: Option<&GangSize>,
-    gang_field: &str,
+    fields: &PolicyFields<'_>,
     findings: &mut Vec<Finding>,
 ) {
+    let gang_field = fields.gang;
     let name = policy.metadata.name.as_deref().unwrap_or_default();
     let enforcement = policy.enforcement();
     let mut violation = |rule: &str, field: &str, message: String| {
@@ -486,10 +525,10 @@ fn policy_rules(
     if policy.spec.require_queue == Some(true) && choice.name().is_none() {
         violation(
             POLICY_QUEUE_REQUIRED,
-            QUEUE_LABEL_FIELD,
+            fields.queue,
             format!(
-                "QueuePolicy {name:?} requires a queue in namespace {namespace:?}: set the {} label",
-                keys::QUEUE_LABEL
+                "QueuePolicy {name:?} requires a queue in namespace {namespace:?}: set the {}",
+                fields.queue_setting
             ),
         );
     } else if let Some(allowed) = &policy.spec.allowed_queues
@@ -497,10 +536,10 @@ fn policy_rules(
     {
         violation(
             POLICY_QUEUE_NOT_ALLOWED,
-            QUEUE_LABEL_FIELD,
+            fields.queue,
             format!(
                 "queue {queue:?}{} is not allowed in namespace {namespace:?} by QueuePolicy {name:?} (allowed: {})",
-                choice.origin(),
+                choice.origin_of(fields),
                 listed(allowed)
             ),
         );
@@ -510,7 +549,7 @@ fn policy_rules(
     {
         violation(
             POLICY_PRIORITY_CLASS_NOT_ALLOWED,
-            PRIORITY_LABEL_FIELD,
+            fields.priority,
             format!(
                 "priority class {class:?} is not allowed in namespace {namespace:?} by QueuePolicy {name:?} (allowed: {})",
                 listed(allowed)

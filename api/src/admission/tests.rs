@@ -363,11 +363,31 @@ fn policy_rules_deny_and_warn() {
             None,
         ),
         (
+            // The label reaches the queue through KubeRay's Volcano adapter: no escape by
+            // leaving the namespace unlabelled.
             Case::create("queue not allowed, namespace not opted in", job(&[(Q, "team-b")], 1))
                 .ns(namespace(false, None))
                 .policies(vec![allow_a()]),
             rules::POLICY_QUEUE_NOT_ALLOWED,
+            ERROR,
+        ),
+        (
+            Case::create("no queue label, namespace not opted in", job(&[], 1))
+                .ns(namespace(false, None))
+                .policies(vec![allow_a()]),
+            rules::POLICY_QUEUE_NOT_ALLOWED,
             None,
+        ),
+        (
+            Case::update(
+                "queue label added, namespace not opted in",
+                job(&[], 1),
+                job(&[(Q, "team-b")], 1),
+            )
+            .ns(namespace(false, None))
+            .policies(vec![allow_a()]),
+            rules::POLICY_QUEUE_NOT_ALLOWED,
+            ERROR,
         ),
         (
             Case::create("implicit default queue not allowed", job(&[], 1)).policies(vec![policy(

@@ -281,6 +281,104 @@ fn the_deployment_is_hardened_and_highly_available() {
 }
 
 #[test]
+fn escape_webhooks_see_every_namespace_but_the_system_ones_and_only_what_they_judge() {
+    let options = InstallOptions {
+        opt_in_label: OptInLabel {
+            admins: "group:platform,user:gitops".parse().unwrap(),
+            ..("team.example.com/gang=on".parse().unwrap())
+        },
+        failure_policy: FailurePolicy::Ignore,
+        ..custom()
+    };
+    let objects = render(&options);
+    let args = &find(&objects, "Deployment", "raygate")["spec"]["template"]["spec"]["containers"]
+        [0]["args"];
+    assert!(
+        args.as_array().unwrap().contains(&json!(
+            "--namespace-label-admins=group:platform,user:gitops"
+        )),
+        "{args}"
+    );
+    let webhooks = find(&objects, "ValidatingWebhookConfiguration", "raygate")["webhooks"]
+        .as_array()
+        .unwrap();
+    let named = |name: &str| {
+        webhooks
+            .iter()
+            .find(|w| w["name"] == name)
+            .unwrap_or_else(|| panic!("no webhook {name}"))
+    };
+    let every_namespace = json!({"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "ops"]},
+    ]});
+    let condition = |webhook: &Value, index: usize| {
+        webhook["matchConditions"][index]["expression"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+
+    let namespaces = named("namespaces.validate.raygate.io");
+    assert_eq!(
+        namespaces["clientConfig"]["service"]["path"],
+        keys::VALIDATE_NAMESPACE_PATH
+    );
+    assert_eq!(namespaces["rules"][0]["resources"], json!(["namespaces"]));
+    assert_eq!(
+        namespaces["rules"][0]["operations"],
+        json!(["CREATE", "UPDATE"])
+    );
+    assert_eq!(namespaces["namespaceSelector"], every_namespace);
+    // A label change raygate could not check is never stored, whatever failurePolicy says.
+    assert_eq!(namespaces["failurePolicy"], "Fail");
+    let label_changes = condition(namespaces, 0);
+    assert!(
+        label_changes.contains("object.metadata.labels['team.example.com/gang']")
+            && label_changes.contains("oldObject.metadata.labels['team.example.com/gang']")
+            && !label_changes.contains("raygate.io/scheduler"),
+        "{label_changes}"
+    );
+
+    let pods = named("volcanopods.validate.raygate.io");
+    assert_eq!(
+        pods["clientConfig"]["service"]["path"],
+        keys::VALIDATE_VOLCANO_POD_PATH
+    );
+    assert_eq!(pods["rules"][0]["resources"], json!(["pods"]));
+    assert_eq!(pods["rules"][0]["operations"], json!(["CREATE"]));
+    assert_eq!(pods["namespaceSelector"], every_namespace);
+    assert_eq!(pods["failurePolicy"], "Ignore");
+    let volcano = condition(pods, 0);
+    assert!(
+        volcano.contains("object.spec.schedulerName == 'volcano'")
+            && volcano.contains("!('scheduling.k8s.io/group-name' in object.metadata.annotations)"),
+        "{volcano}"
+    );
+    assert!(condition(pods, 1).contains("kubernetes.io/config.mirror"));
+
+    let groups = named("podgroups.validate.raygate.io");
+    assert_eq!(
+        groups["clientConfig"]["service"]["path"],
+        keys::VALIDATE_POD_GROUP_PATH
+    );
+    assert_eq!(
+        groups["rules"][0]["apiGroups"],
+        json!(["scheduling.volcano.sh"])
+    );
+    assert_eq!(groups["rules"][0]["resources"], json!(["podgroups"]));
+    assert_eq!(
+        groups["rules"][0]["operations"],
+        json!(["CREATE", "UPDATE"])
+    );
+    assert_eq!(groups["namespaceSelector"], every_namespace);
+    assert_eq!(groups["failurePolicy"], "Ignore");
+    assert_eq!(
+        condition(groups, 0),
+        "request.operation == 'CREATE' || object.spec != oldObject.spec"
+    );
+}
+
+#[test]
 fn webhooks_fail_closed_only_in_opted_in_namespaces_and_never_in_system_ones() {
     let objects = render(&custom());
     let mut seen = 0;
@@ -298,13 +396,10 @@ fn webhooks_fail_closed_only_in_opted_in_namespaces_and_never_in_system_ones() {
             assert!(webhook["timeoutSeconds"].as_i64().unwrap() <= 5, "{name}");
             assert_eq!(webhook["admissionReviewVersions"], json!(["v1"]));
             assert_eq!(webhook["clientConfig"]["service"]["namespace"], "ops");
-            if webhook["rules"][0]["scope"] == "Cluster" {
+            if webhook["rules"][0]["apiGroups"] == json!(["raygate.io"]) {
                 // raygate's own cluster-scoped QueuePolicies: no namespace to select.
-                assert_eq!(
-                    webhook["rules"][0]["apiGroups"],
-                    json!(["raygate.io"]),
-                    "{name}"
-                );
+                assert_eq!(webhook["rules"][0]["scope"], "Cluster", "{name}");
+                assert!(webhook.get("namespaceSelector").is_none(), "{name}");
                 continue;
             }
             let expressions = webhook["namespaceSelector"]["matchExpressions"]
@@ -318,14 +413,19 @@ fn webhooks_fail_closed_only_in_opted_in_namespaces_and_never_in_system_ones() {
                 &json!({"key": "raygate.io/scheduler", "operator": "In", "values": ["volcano"]}),
             );
             if webhook["failurePolicy"] == "Fail" {
+                // Outside the opted-in namespaces only the escape webhooks fail closed, and
+                // only for the few requests their matchConditions let through.
                 assert!(
-                    opted_in,
-                    "{name} fails closed outside the opted-in namespaces"
+                    opted_in
+                        || webhook["matchConditions"]
+                            .as_array()
+                            .is_some_and(|c| !c.is_empty()),
+                    "{name} fails closed outside the opted-in namespaces for every request"
                 );
             }
         }
     }
-    assert_eq!(seen, 5);
+    assert_eq!(seen, 8);
     let pods = &find(&objects, "MutatingWebhookConfiguration", "raygate")["webhooks"][0];
     assert_eq!(pods["rules"][0]["resources"], json!(["pods"]));
     assert_eq!(pods["failurePolicy"], "Fail");
@@ -396,7 +496,10 @@ fn webhook_configurations_by_url_differ_from_the_installation_only_in_client_con
             keys::MUTATE_RAY_PATH,
             keys::VALIDATE_RAY_PATH,
             keys::VALIDATE_RAY_PATH,
-            keys::VALIDATE_QUEUE_POLICY_PATH
+            keys::VALIDATE_QUEUE_POLICY_PATH,
+            keys::VALIDATE_NAMESPACE_PATH,
+            keys::VALIDATE_VOLCANO_POD_PATH,
+            keys::VALIDATE_POD_GROUP_PATH,
         ]
     );
     let without_bundle = webhook_configurations(

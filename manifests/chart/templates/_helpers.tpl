@@ -58,6 +58,22 @@ matchExpressions:
   - {{ .Release.Namespace }}
 {{- end }}
 
+{{/* Every namespace but kube-system and raygate's own, opted in or not. */}}
+{{- define "raygate.allButSystem" -}}
+matchExpressions:
+- key: kubernetes.io/metadata.name
+  operator: NotIn
+  values:
+  - kube-system
+  - {{ .Release.Namespace }}
+{{- end }}
+
+{{/* The opt-in label's value in object OBJECT ('' when absent), in CEL. */}}
+{{- define "raygate.optInValue" -}}
+{{- $ := index . 0 }}{{ $o := index . 1 }}{{ $k := $.Values.namespaceLabel.key -}}
+(has({{ $o }}.metadata.labels) && '{{ $k }}' in {{ $o }}.metadata.labels ? {{ $o }}.metadata.labels['{{ $k }}'] : '')
+{{- end }}
+
 {{/* A webhook's clientConfig: raygate's Service, with the files mode's CA bundle. */}}
 {{- define "raygate.clientConfig" -}}
 {{- $ := index . 0 }}
