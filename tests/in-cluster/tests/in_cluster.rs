@@ -87,7 +87,11 @@ async fn the_api_server_calls_the_webhooks_through_the_service_with_raygates_own
         );
         bundles.push(target.ca_bundle);
     }
-    assert_eq!(bundles.len(), 7, "5 webhooks and 2 conversions");
+    assert_eq!(
+        bundles.len(),
+        10,
+        "8 webhooks (3 of them the escape guards of docs/queue-policy.md) and 2 conversions"
+    );
     assert!(
         bundles.windows(2).all(|w| w[0] == w[1]),
         "one CA bundle everywhere"

@@ -35,7 +35,7 @@ async fn secret_entry(client: &Client, namespace: &str, key: &str) -> Option<Vec
         .and_then(|data| data.get(key).map(|bytes| bytes.0.clone()))
 }
 
-/// Every caBundle raygate injects: 5 webhooks and the 2 CRDs' conversion.
+/// Every caBundle raygate injects: 8 webhooks and the 2 CRDs' conversion.
 async fn injected_bundles(client: &Client) -> Vec<Vec<u8>> {
     injection_targets(client)
         .await
