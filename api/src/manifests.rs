@@ -541,23 +541,16 @@ fn cluster_role(options: &InstallOptions) -> Value {
                 &["rayjobs/finalizers", "rayclusters/finalizers"],
                 &["update"],
             ),
-            // What the reconciler creates for them: Pods (listed live, replaced by deleting),
-            // head Services (patched on a retry), submitter Jobs, PodGroups (resized).
+            // What the reconciler creates for them, read from its watch caches (never one by
+            // one): Pods (replaced by deleting), head Services (patched on a retry), submitter
+            // Jobs, PodGroups (resized).
             rule(&[""], &["pods"], &["list", "watch", "create", "delete"]),
-            rule(
-                &[""],
-                &["services"],
-                &["get", "list", "watch", "create", "patch"],
-            ),
-            rule(
-                &["batch"],
-                &["jobs"],
-                &["get", "list", "watch", "create", "delete"],
-            ),
+            rule(&[""], &["services"], &["list", "watch", "create", "patch"]),
+            rule(&["batch"], &["jobs"], &["list", "watch", "create", "delete"]),
             rule(
                 &["scheduling.volcano.sh"],
                 &["podgroups"],
-                &["get", "list", "watch", "create", "patch"],
+                &["list", "watch", "create", "patch"],
             ),
         ]);
     } else {
