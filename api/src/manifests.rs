@@ -546,7 +546,11 @@ fn cluster_role(options: &InstallOptions) -> Value {
             // Jobs, PodGroups (resized).
             rule(&[""], &["pods"], &["list", "watch", "create", "delete"]),
             rule(&[""], &["services"], &["list", "watch", "create", "patch"]),
-            rule(&["batch"], &["jobs"], &["list", "watch", "create", "delete"]),
+            rule(
+                &["batch"],
+                &["jobs"],
+                &["list", "watch", "create", "delete"],
+            ),
             rule(
                 &["scheduling.volcano.sh"],
                 &["podgroups"],
