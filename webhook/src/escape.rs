@@ -5,30 +5,10 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use raygate_api::admission::{Admission, escape};
 use raygate_api::settings::OptInLabel;
-use serde_json::Value;
 
 use crate::cache::Caches;
+use crate::ray::reviewed_object;
 use crate::review::{AdmissionRequest, Denial, Operation, Verdict};
-
-/// The reviewed object of a CREATE or UPDATE (`None`: nothing to decide).
-fn reviewed(request: &AdmissionRequest) -> Result<Option<&Value>, Verdict> {
-    if !matches!(request.operation, Operation::Create | Operation::Update)
-        || request
-            .sub_resource
-            .as_deref()
-            .is_some_and(|s| !s.is_empty())
-    {
-        return Ok(None);
-    }
-    match request.object.as_ref().filter(|o| o.is_object()) {
-        Some(object) => Ok(Some(object)),
-        None => Err(Verdict::deny(Denial::bad_request(format!(
-            "request.object: Required value: a {} {} review carries the object",
-            request.kind.kind,
-            request.operation.as_str()
-        )))),
-    }
-}
 
 /// The verdict of a validating review: its denial and warnings.
 fn verdict(decision: Admission) -> Verdict {
@@ -41,7 +21,7 @@ fn verdict(decision: Admission) -> Verdict {
 
 /// The verdict on a Namespace review: the opt-in label guard.
 pub fn review_namespace(request: &AdmissionRequest, opt_in: &OptInLabel) -> Verdict {
-    match reviewed(request) {
+    match reviewed_object(request) {
         Ok(Some(object)) => verdict(escape::review_namespace(
             request.operation,
             object,
@@ -73,7 +53,7 @@ async fn namespace(caches: &Caches, request: &AdmissionRequest) -> Result<Object
 
 /// The verdict on a Pod review: a Volcano Pod without a PodGroup names an allowed queue.
 pub async fn review_volcano_pod(caches: &Caches, request: &AdmissionRequest) -> Verdict {
-    let pod = match reviewed(request) {
+    let pod = match reviewed_object(request) {
         Ok(Some(pod)) if request.operation == Operation::Create => pod,
         Ok(_) => return Verdict::allow(),
         Err(verdict) => return verdict,
@@ -90,7 +70,7 @@ pub async fn review_volcano_pod(caches: &Caches, request: &AdmissionRequest) -> 
 
 /// The verdict on a PodGroup review: its queue, priority and gang against the policies.
 pub async fn review_pod_group(caches: &Caches, request: &AdmissionRequest) -> Verdict {
-    let pod_group = match reviewed(request) {
+    let pod_group = match reviewed_object(request) {
         Ok(Some(pod_group)) => pod_group,
         Ok(None) => return Verdict::allow(),
         Err(verdict) => return verdict,

@@ -23,7 +23,9 @@ pub enum RayWebhook {
     Validate,
 }
 
-fn reviewed_object(request: &AdmissionRequest) -> Result<Option<&Value>, Verdict> {
+/// The reviewed object of a CREATE or UPDATE of the main resource (`None`: nothing to decide),
+/// or the denial of a review that carries none.
+pub(crate) fn reviewed_object(request: &AdmissionRequest) -> Result<Option<&Value>, Verdict> {
     let operation = match request.operation {
         Operation::Create | Operation::Update => request.operation,
         Operation::Delete | Operation::Connect => return Ok(None),
