@@ -94,19 +94,6 @@ pub fn review_namespace(
     }
 }
 
-/// The string entries of a map field (`metadata.labels`, `metadata.annotations`).
-fn strings(object: &Value, pointer: &str) -> BTreeMap<String, String> {
-    object
-        .pointer(pointer)
-        .and_then(Value::as_object)
-        .map(|map| {
-            map.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// The policies of a namespace, whether it is opted in or not.
 fn policies_of<'a>(
     namespace: &ObjectMeta,
@@ -127,7 +114,7 @@ pub fn review_volcano_pod(
 ) -> Admission {
     let volcano = pod.pointer("/spec/schedulerName").and_then(Value::as_str)
         == Some(keys::VOLCANO_SCHEDULER_NAME);
-    let annotations = strings(pod, "/metadata/annotations");
+    let annotations = rules::string_entries(pod, "/metadata/annotations");
     if !volcano || rules::label(&annotations, keys::POD_GROUP_ANNOTATION).is_some() {
         return Admission::default();
     }

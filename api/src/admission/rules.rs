@@ -185,8 +185,14 @@ const RAY_OBJECT_FIELDS: PolicyFields<'static> = PolicyFields {
 
 /// The string labels of an object (`metadata.labels`), ignoring non-string values.
 pub(super) fn labels(object: &Value) -> BTreeMap<String, String> {
+    string_entries(object, "/metadata/labels")
+}
+
+/// The string entries of the map at `pointer` (`/metadata/labels`, `/metadata/annotations`),
+/// ignoring non-string values.
+pub(super) fn string_entries(object: &Value, pointer: &str) -> BTreeMap<String, String> {
     object
-        .pointer("/metadata/labels")
+        .pointer(pointer)
         .and_then(Value::as_object)
         .map(|map| {
             map.iter()
