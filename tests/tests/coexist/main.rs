@@ -3,6 +3,8 @@
 //! where they are also opted into Volcano, raygate's webhook onboards KubeRay's Pods and
 //! raygate's reconciler keeps their PodGroups (PodGroup-only mode).
 //!
+//! * `autoscaler`: Pods that a RayCluster's autoscaler adds join its gang, which stays sized by
+//!   `minReplicas`, and suspending the cluster frees its queue;
 //! * `gang`: the same RayJob is gang-scheduled by Volcano and completes with the real Ray head
 //!   in a Volcano namespace, and runs as plain KubeRay in an unlabelled one;
 //! * `lifecycle`: suspension, deletion and completion leave no PodGroup holding resources, and
@@ -17,6 +19,7 @@
 //! Each test starts its own KubeRay operators for its own namespaces.
 //! Run inside the environment: `tests/env/control-plane exec -- cargo test -p raygate-e2e --test coexist`.
 
+mod autoscaler;
 mod gang;
 mod lifecycle;
 mod oracle;
