@@ -52,12 +52,18 @@ impl Env {
         }
     }
 
+    /// One variable of the env file, if it defines it (optional components write theirs only
+    /// when they are part of the environment).
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.vars.get(key).map(String::as_str)
+    }
+
     /// One variable of the env file.
     ///
     /// # Panics
     /// When the env file does not define it (an `up` of another version wrote it).
     pub fn var(&self, key: &str) -> &str {
-        self.vars.get(key).map(String::as_str).unwrap_or_else(|| {
+        self.get(key).unwrap_or_else(|| {
             panic!("the environment's env file has no {key}; restart it with tests/env/control-plane down && up")
         })
     }

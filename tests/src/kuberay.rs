@@ -34,6 +34,10 @@ pub struct KubeRay {
     _child: Child,
     /// Where its log goes.
     pub log: std::path::PathBuf,
+    /// Its process id.
+    pub pid: u32,
+    /// Its controller-runtime metrics endpoint (`/metrics`).
+    pub metrics: Dashboard,
 }
 
 impl KubeRay {
@@ -61,6 +65,20 @@ impl KubeRay {
         namespaces: &[&TestNamespace],
         batch_scheduler: Option<&str>,
         dashboards: Dashboards,
+    ) -> KubeRay {
+        KubeRay::start_with_flags(env, namespaces, batch_scheduler, dashboards, &[]).await
+    }
+
+    /// [`KubeRay::start_with`], with more operator flags (e.g. `--reconcile-concurrency=4`).
+    ///
+    /// # Panics
+    /// As [`KubeRay::start`].
+    pub async fn start_with_flags(
+        env: &Env,
+        namespaces: &[&TestNamespace],
+        batch_scheduler: Option<&str>,
+        dashboards: Dashboards,
+        flags: &[String],
     ) -> KubeRay {
         // Written by `up` only when the binary is built (`tests/env/build kuberay`).
         let binary = env.var("RAYGATE_KUBERAY_OPERATOR").to_string();
@@ -98,9 +116,11 @@ impl KubeRay {
         if let Some(scheduler) = batch_scheduler {
             command.arg(format!("--batch-scheduler={scheduler}"));
         }
+        command.args(flags);
         let child = command
             .spawn()
             .unwrap_or_else(|e| panic!("starting {binary}: {e}"));
+        let pid = child.id().expect("the KubeRay operator exited at once");
         let health = Dashboard::new(&format!("http://127.0.0.1:{probe}"));
         first
             .wait_for(
@@ -112,7 +132,12 @@ impl KubeRay {
                 },
             )
             .await;
-        KubeRay { _child: child, log }
+        KubeRay {
+            _child: child,
+            log,
+            pid,
+            metrics: Dashboard::new(&format!("http://127.0.0.1:{metrics}")),
+        }
     }
 
     /// Its log so far, for failure messages.

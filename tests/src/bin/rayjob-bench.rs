@@ -1,26 +1,41 @@
-//! `rayjob-bench`: how raygate's reconciler copes with many RayJobs created at once.
+//! `rayjob-bench`: how raygate's reconciler copes with many RayJobs created at once, and (with
+//! `--peer kuberay`) how KubeRay's operator copes with the same ones, in the same invocation.
 //!
-//! On the running `tests/env` environment it adds kwok nodes for the pods, creates a
-//! Volcano-labelled namespace that the environment's own reconciler ignores, starts its own
-//! `raygate reconcile` (the binary next to this one, so a release build measures a release
-//! reconciler) for that namespace only, creates `--jobs` RayJobs at once and reports:
+//! On the running `tests/env` environment it adds kwok nodes for the pods. For each controller
+//! it measures, it creates a namespace that the environment's own reconciler ignores, starts
+//! the controller for that namespace only, creates `--jobs` RayJobs at once and reports:
 //!
 //! * the time until every RayJob has its PodGroup and its RayCluster;
 //! * the time until every Ray pod (head + `--workers` workers per RayJob) is Running;
 //! * the time until every RayJob is `Waiting` (its cluster ready, seen by the RayJob controller);
-//! * the reconciler's peak RSS (`VmHWM`) and CPU seconds (`utime + stime`) from `/proc`;
-//! * the API requests it made (`rest_client_requests_total` of its own metrics), in total and
-//!   per RayJob, by method;
+//! * the controller's peak RSS (`VmHWM`) and CPU seconds (`utime + stime`) from `/proc`;
+//! * the API requests it made (`rest_client_requests_total` of its own metrics, a name
+//!   raygate shares with controller-runtime), in total and per RayJob, by method, until
+//!   `Waiting` and over `--idle-seconds` afterwards; the 409 Conflict answers among them and
+//!   `controller_runtime_reconcile_errors_total`;
 //! * the time to delete them all again.
 //!
+//! The controllers:
+//!
+//! * `raygate`: `raygate reconcile` (the binary next to this one, so a release build measures a
+//!   release reconciler) with `--concurrency <--reconcile-concurrency>`, in a namespace opted
+//!   into Volcano (raygate's webhook onboards the Pods);
+//! * `kuberay` (defaults) and `kuberay-tuned`, with `--peer kuberay`: the environment's KubeRay
+//!   operator (`tests/env/build kuberay`) with `--batch-scheduler=volcano` (its own adapter
+//!   makes the PodGroups), in a namespace labelled for KubeRay and not opted in; first with its
+//!   defaults (what users run: one reconcile at a time, client QPS 100 / burst 200), then with
+//!   `--reconcile-concurrency` equal to raygate's and the client limit raised to QPS 1000 /
+//!   burst 2000, so that the limit is not the bottleneck. raygate is compared with the faster
+//!   of the two.
+//!
 //! The RayJobs use `InteractiveMode`: no entrypoint runs, so the figures measure the
-//! reconciler (PodGroup, RayCluster, Service, pods, status), not Ray. Afterwards the RayJobs,
-//! the namespace and the added nodes are deleted.
+//! controller (PodGroup, RayCluster, Service, pods, status), not Ray. After each run the
+//! RayJobs and the namespace are deleted; the added nodes at the end.
 //!
 //! ```text
-//! cargo build --release -p raygate -p raygate-e2e --bin rayjob-bench
+//! cargo build --release -p raygate -p raygate-e2e --bin rayjob-bench --bin raygate
 //! tests/env/control-plane exec -- target/release/rayjob-bench [--jobs 500] [--workers 1] \
-//!     [--reconcile-concurrency 4]
+//!     [--reconcile-concurrency 4] [--idle-seconds 120] [--peer kuberay]
 //! ```
 
 use std::collections::BTreeMap;
@@ -38,6 +53,7 @@ use kube::{Api, Client, Resource};
 use raygate_api::keys;
 use raygate_api::ray::v1::{RayCluster, RayJob};
 use raygate_api::volcano::PodGroup;
+use raygate_e2e::kuberay::{self, Dashboards, KubeRay};
 use raygate_e2e::ray::Dashboard;
 use raygate_e2e::reconciler::PRIVATE_RECONCILER_LABEL;
 use raygate_e2e::{Env, TestNamespace};
@@ -56,13 +72,19 @@ struct Options {
     jobs: usize,
     workers: usize,
     concurrency: u16,
+    idle: Duration,
+    peer_kuberay: bool,
 }
+
+const USAGE: &str = "usage: rayjob-bench [--jobs N] [--workers N] [--reconcile-concurrency N] [--idle-seconds N] [--peer kuberay]";
 
 fn options() -> anyhow::Result<Options> {
     let mut options = Options {
         jobs: 500,
         workers: 1,
         concurrency: 4,
+        idle: Duration::from_secs(120),
+        peer_kuberay: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -81,9 +103,10 @@ fn options() -> anyhow::Result<Options> {
                 options.concurrency =
                     u16::try_from(number()?).context("--reconcile-concurrency")?;
             }
-            other => bail!(
-                "unknown flag {other}; usage: rayjob-bench [--jobs N] [--workers N] [--reconcile-concurrency N]"
-            ),
+            "--idle-seconds" => options.idle = Duration::from_secs(u64::try_from(number()?)?),
+            "--peer" if value == "kuberay" => options.peer_kuberay = true,
+            "--peer" => bail!("--peer: {value:?} is not a known peer; write --peer kuberay"),
+            other => bail!("unknown flag {other}; {USAGE}"),
         }
     }
     Ok(options)
@@ -163,20 +186,247 @@ where
     reader
 }
 
-/// `raygate reconcile` for the benchmark's namespace, and its process figures.
-struct Reconciler {
-    child: tokio::process::Child,
+/// Which controller a run measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Controller {
+    /// `raygate reconcile`.
+    Raygate,
+    /// KubeRay's operator with its defaults and `--batch-scheduler=volcano`.
+    KubeRay,
+    /// KubeRay's operator with raygate's concurrency and a raised client rate limit.
+    KubeRayTuned,
+}
+
+impl Controller {
+    fn name(self) -> &'static str {
+        match self {
+            Controller::Raygate => "raygate",
+            Controller::KubeRay => "kuberay",
+            Controller::KubeRayTuned => "kuberay-tuned",
+        }
+    }
+
+    /// Labels of the run's namespace: away from the environment's reconciler, and opted into
+    /// Volcano through raygate (raygate) or handed to KubeRay, whose own adapter schedules on
+    /// Volcano (kuberay).
+    fn namespace_labels(self) -> Vec<(&'static str, &'static str)> {
+        match self {
+            Controller::Raygate => vec![
+                (keys::NAMESPACE_OPT_IN_LABEL, keys::NAMESPACE_OPT_IN_VALUE),
+                (PRIVATE_RECONCILER_LABEL, "true"),
+            ],
+            Controller::KubeRay | Controller::KubeRayTuned => {
+                vec![
+                    kuberay::RECONCILER_LABEL,
+                    (PRIVATE_RECONCILER_LABEL, "true"),
+                ]
+            }
+        }
+    }
+
+    async fn start(
+        self,
+        env: &Env,
+        ns: &TestNamespace,
+        concurrency: u16,
+    ) -> anyhow::Result<Running> {
+        let flags = match self {
+            Controller::Raygate => return Running::raygate(env, ns.name(), concurrency).await,
+            Controller::KubeRay => Vec::new(),
+            Controller::KubeRayTuned => vec![
+                format!("--reconcile-concurrency={concurrency}"),
+                "--qps=1000".to_string(),
+                "--burst=2000".to_string(),
+            ],
+        };
+        let operator =
+            KubeRay::start_with_flags(env, &[ns], Some("volcano"), Dashboards::SharedHead, &flags)
+                .await;
+        let process = Process::new(operator.pid, operator.metrics.clone()).await?;
+        process.wait_for_metrics(&operator.log).await?;
+        println!(
+            "KubeRay operator pid {} ({}), log {}",
+            operator.pid,
+            if flags.is_empty() {
+                "its defaults".to_string()
+            } else {
+                flags.join(" ")
+            },
+            operator.log.display()
+        );
+        Ok(Running::KubeRay { operator, process })
+    }
+}
+
+/// A controller's process, and its figures from `/proc` and from its metrics.
+struct Process {
     pid: u32,
     metrics: Dashboard,
     ticks_per_second: f64,
+}
+
+/// API requests counted by a controller's `rest_client_requests_total`.
+#[derive(Default)]
+struct Requests {
+    by_method: BTreeMap<String, f64>,
+    /// Answered 409 Conflict (a stale write or a create of something that exists).
+    conflicts: f64,
+}
+
+impl Requests {
+    fn total(&self) -> f64 {
+        // From +0.0: an f64 `sum` of nothing is -0.0, which prints as "-0.0".
+        self.by_method.values().fold(0.0, |sum, n| sum + n)
+    }
 }
 
 fn free_port() -> anyhow::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-impl Reconciler {
-    async fn start(env: &Env, namespace: &str, concurrency: u16) -> anyhow::Result<Reconciler> {
+/// The value of label `name` in a Prometheus sample's label set.
+fn label<'a>(labels: &'a str, name: &str) -> Option<&'a str> {
+    labels
+        .split(',')
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix("=\""))
+        .map(|v| v.trim_end_matches('"'))
+}
+
+impl Process {
+    async fn new(pid: u32, metrics: Dashboard) -> anyhow::Result<Process> {
+        let ticks = tokio::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .await
+            .context("getconf CLK_TCK")?;
+        let ticks_per_second: f64 = String::from_utf8_lossy(&ticks.stdout)
+            .trim()
+            .parse()
+            .context("getconf CLK_TCK")?;
+        Ok(Process {
+            pid,
+            metrics,
+            ticks_per_second,
+        })
+    }
+
+    /// Waits (30 s at most) until the metrics endpoint answers.
+    async fn wait_for_metrics(&self, log: &std::path::Path) -> anyhow::Result<()> {
+        let started = Instant::now();
+        while !self
+            .metrics
+            .get("/metrics")
+            .await
+            .is_ok_and(|r| r.status == 200)
+        {
+            if started.elapsed() > Duration::from_secs(30) {
+                bail!(
+                    "no metrics from pid {} after 30 s; see {}",
+                    self.pid,
+                    log.display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Ok(())
+    }
+
+    /// Peak resident set size in MiB (`VmHWM`).
+    fn peak_rss_mib(&self) -> anyhow::Result<f64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))?;
+        let kib: f64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.split_whitespace().next())
+            .context("no VmHWM in /proc/PID/status")?
+            .parse()?;
+        Ok(kib / 1024.0)
+    }
+
+    /// User + system CPU seconds so far, of every thread.
+    fn cpu_seconds(&self) -> anyhow::Result<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))?;
+        // Fields after the command name (which may hold spaces): state is field 3, utime 14.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .context("malformed /proc/PID/stat")?
+            .1
+            .split_whitespace()
+            .collect();
+        let ticks = |i: usize| -> anyhow::Result<f64> {
+            Ok(fields.get(i).context("short /proc/PID/stat")?.parse()?)
+        };
+        Ok((ticks(11)? + ticks(12)?) / self.ticks_per_second)
+    }
+
+    /// The samples of counter `name` (all label sets), summed by `key`.
+    async fn counter(
+        &self,
+        name: &str,
+        key: impl Fn(&str) -> String,
+    ) -> anyhow::Result<BTreeMap<String, f64>> {
+        let text = self.metrics.get("/metrics").await?.body;
+        let prefix = format!("{name}{{");
+        let mut sums = BTreeMap::new();
+        for line in text.lines() {
+            let Some(rest) = line.strip_prefix(&prefix) else {
+                continue;
+            };
+            let (labels, value) = rest.split_once("} ").context("malformed sample")?;
+            *sums.entry(key(labels)).or_insert(0.0) += value.trim().parse::<f64>()?;
+        }
+        Ok(sums)
+    }
+
+    /// `rest_client_requests_total` by method, and its 409s.
+    async fn requests(&self) -> anyhow::Result<Requests> {
+        let by_method_code = self
+            .counter("rest_client_requests_total", |labels| {
+                format!(
+                    "{} {}",
+                    label(labels, "method").unwrap_or("?"),
+                    label(labels, "code").unwrap_or("?")
+                )
+            })
+            .await?;
+        let mut requests = Requests::default();
+        for (method_code, n) in by_method_code {
+            let (method, code) = method_code.split_once(' ').unwrap_or((&method_code, ""));
+            *requests.by_method.entry(method.to_string()).or_insert(0.0) += n;
+            if code == "409" {
+                requests.conflicts += n;
+            }
+        }
+        Ok(requests)
+    }
+
+    /// `controller_runtime_reconcile_errors_total`, over every controller.
+    async fn reconcile_errors(&self) -> anyhow::Result<f64> {
+        Ok(self
+            .counter("controller_runtime_reconcile_errors_total", |_| {
+                String::new()
+            })
+            .await?
+            .values()
+            .fold(0.0, |sum, n| sum + n))
+    }
+}
+
+/// The measured controller, running.
+enum Running {
+    Raygate {
+        child: tokio::process::Child,
+        process: Process,
+    },
+    KubeRay {
+        operator: KubeRay,
+        process: Process,
+    },
+}
+
+impl Running {
+    /// `raygate reconcile` for `namespace`, healthy.
+    async fn raygate(env: &Env, namespace: &str, concurrency: u16) -> anyhow::Result<Running> {
         let port = free_port()?;
         let log = std::path::Path::new(env.var("RAYGATE_LOGS"))
             .join(format!("reconciler-{namespace}.log"));
@@ -202,23 +452,10 @@ impl Reconciler {
             .spawn()
             .context("starting raygate reconcile")?;
         let pid = child.id().context("the reconciler exited at once")?;
-        let ticks = tokio::process::Command::new("getconf")
-            .arg("CLK_TCK")
-            .output()
-            .await
-            .context("getconf CLK_TCK")?;
-        let ticks_per_second: f64 = String::from_utf8_lossy(&ticks.stdout)
-            .trim()
-            .parse()
-            .context("getconf CLK_TCK")?;
-        let reconciler = Reconciler {
-            child,
-            pid,
-            metrics: Dashboard::new(&format!("http://127.0.0.1:{port}")),
-            ticks_per_second,
-        };
+        let metrics = Dashboard::new(&format!("http://127.0.0.1:{port}"));
+        let process = Process::new(pid, metrics).await?;
         let started = Instant::now();
-        while !reconciler
+        while !process
             .metrics
             .get("/healthz")
             .await
@@ -232,67 +469,32 @@ impl Reconciler {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        println!("reconciler pid {pid}, log {}", log.display());
-        Ok(reconciler)
+        println!("raygate reconciler pid {pid}, log {}", log.display());
+        Ok(Running::Raygate { child, process })
     }
 
-    /// Peak resident set size in MiB (`VmHWM`).
-    fn peak_rss_mib(&self) -> anyhow::Result<f64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))?;
-        let kib: f64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.split_whitespace().next())
-            .context("no VmHWM in /proc/PID/status")?
-            .parse()?;
-        Ok(kib / 1024.0)
-    }
-
-    /// User + system CPU seconds so far.
-    fn cpu_seconds(&self) -> anyhow::Result<f64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))?;
-        // Fields after the command name (which may hold spaces): state is field 3, utime 14.
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .context("malformed /proc/PID/stat")?
-            .1
-            .split_whitespace()
-            .collect();
-        let ticks = |i: usize| -> anyhow::Result<f64> {
-            Ok(fields.get(i).context("short /proc/PID/stat")?.parse()?)
-        };
-        Ok((ticks(11)? + ticks(12)?) / self.ticks_per_second)
-    }
-
-    /// `rest_client_requests_total` by method (all status codes).
-    async fn requests(&self) -> anyhow::Result<BTreeMap<String, f64>> {
-        let text = self.metrics.get("/metrics").await?.body;
-        let mut by_method = BTreeMap::new();
-        for line in text.lines() {
-            let Some(rest) = line.strip_prefix("rest_client_requests_total{") else {
-                continue;
-            };
-            let (labels, value) = rest.split_once("} ").context("malformed sample")?;
-            let method = labels
-                .split(',')
-                .find_map(|l| l.strip_prefix("method=\""))
-                .map(|m| m.trim_end_matches('"'))
-                .unwrap_or("?");
-            *by_method.entry(method.to_string()).or_insert(0.0) += value.trim().parse::<f64>()?;
+    fn process(&self) -> &Process {
+        match self {
+            Running::Raygate { process, .. } | Running::KubeRay { process, .. } => process,
         }
-        Ok(by_method)
     }
 
-    async fn stop(mut self) {
-        let _ = tokio::process::Command::new("kill")
-            .args(["-TERM", &self.pid.to_string()])
-            .status()
-            .await;
-        if tokio::time::timeout(Duration::from_secs(30), self.child.wait())
-            .await
-            .is_err()
-        {
-            let _ = self.child.kill().await;
+    /// Stops it: SIGTERM and 30 s for raygate, SIGKILL for KubeRay (its figures are taken).
+    async fn stop(self) {
+        match self {
+            Running::Raygate { mut child, process } => {
+                let _ = tokio::process::Command::new("kill")
+                    .args(["-TERM", &process.pid.to_string()])
+                    .status()
+                    .await;
+                if tokio::time::timeout(Duration::from_secs(30), child.wait())
+                    .await
+                    .is_err()
+                {
+                    let _ = child.kill().await;
+                }
+            }
+            Running::KubeRay { operator, .. } => drop(operator),
         }
     }
 }
@@ -303,6 +505,28 @@ struct Milestone {
     after: Duration,
     cpu_seconds: f64,
     requests: f64,
+}
+
+/// What one run measured.
+struct Figures {
+    controller: Controller,
+    /// Created, gang and cluster, Pods Running, Waiting: in that order.
+    milestones: Vec<Milestone>,
+    /// Requests during `--idle-seconds` after every RayJob was Waiting.
+    idle_requests: f64,
+    /// Requests by method from start-up to the end of the idle time.
+    by_method: BTreeMap<String, f64>,
+    conflicts: f64,
+    reconcile_errors: f64,
+    peak_rss_mib: f64,
+    total_cpu: f64,
+    deletion: Duration,
+}
+
+impl Figures {
+    fn waiting(&self) -> Option<&Milestone> {
+        self.milestones.last()
+    }
 }
 
 fn describe(requests: &BTreeMap<String, f64>, jobs: usize) -> String {
@@ -323,9 +547,13 @@ fn load_average() -> String {
 async fn main() -> anyhow::Result<()> {
     let options = options()?;
     let env = Env::load();
+    if options.peer_kuberay && env.get("RAYGATE_KUBERAY_OPERATOR").is_none() {
+        bail!(
+            "--peer kuberay needs the KubeRay operator in the environment: tests/env/build kuberay, then tests/env/control-plane up with RAYGATE_ENV_KUBERAY=1"
+        );
+    }
     let client = env.client().await;
-    let jobs = options.jobs;
-    let pods_wanted = jobs * (1 + options.workers);
+    let pods_wanted = options.jobs * (1 + options.workers);
 
     let nodes: Api<Node> = Api::all(client.clone());
     let node_names: Vec<String> = (0..pods_wanted.div_ceil(PODS_PER_NODE))
@@ -337,11 +565,43 @@ async fn main() -> anyhow::Result<()> {
             .await
             .with_context(|| format!("creating node {name}"))?;
     }
-    let result = measure(&env, &client, &options, &node_names).await;
+    let mut controllers = vec![Controller::Raygate];
+    if options.peer_kuberay {
+        controllers.extend([Controller::KubeRay, Controller::KubeRayTuned]);
+    }
+    let mut runs = Vec::new();
+    let mut failure = None;
+    for controller in controllers {
+        match measure(&env, &client, &options, &node_names, controller).await {
+            Ok(figures) => runs.push(figures),
+            Err(e) => {
+                failure = Some(e.context(format!("the {} run", controller.name())));
+                break;
+            }
+        }
+    }
     for name in &node_names {
         let _ = nodes.delete(name, &DeleteParams::default()).await;
     }
-    result
+    report(&options, &runs);
+    failure.map_or(Ok(()), Err)
+}
+
+async fn wait_for_nodes(client: &Client, count: usize) -> anyhow::Result<()> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let list = nodes
+            .list(&ListParams::default().labels(&format!("{BENCH_NODE_LABEL}=true")))
+            .await?;
+        if list.items.iter().filter(|n| is_ready(n)).count() == count {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("the benchmark's {count} kwok nodes are not Ready after 120 s");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 async fn measure(
@@ -349,37 +609,20 @@ async fn measure(
     client: &Client,
     options: &Options,
     node_names: &[String],
-) -> anyhow::Result<()> {
+    controller: Controller,
+) -> anyhow::Result<Figures> {
     let jobs = options.jobs;
     let pods_wanted = jobs * (1 + options.workers);
-    let nodes: Api<Node> = Api::all(client.clone());
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let list = nodes
-            .list(&ListParams::default().labels(&format!("{BENCH_NODE_LABEL}=true")))
-            .await?;
-        if list.items.iter().filter(|n| is_ready(n)).count() == node_names.len() {
-            break;
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "the benchmark's {} kwok nodes are not Ready after 120 s",
-                node_names.len()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    wait_for_nodes(client, node_names.len()).await?;
     let ns = TestNamespace::with_labels(
         env,
-        "rayjob-bench",
-        &[
-            (keys::NAMESPACE_OPT_IN_LABEL, keys::NAMESPACE_OPT_IN_VALUE),
-            (PRIVATE_RECONCILER_LABEL, "true"),
-        ],
+        &format!("rayjob-bench-{}", controller.name()),
+        &controller.namespace_labels(),
     )
     .await;
     let namespace = ns.name().to_string();
-    let reconciler = Reconciler::start(env, &namespace, options.concurrency).await?;
+    let running = controller.start(env, &ns, options.concurrency).await?;
+    let process = running.process();
     let rayjobs: Store<RayJob> = store(client, &namespace).await;
     let clusters: Store<RayCluster> = store(client, &namespace).await;
     let pod_groups: Store<PodGroup> = store(client, &namespace).await;
@@ -394,11 +637,12 @@ async fn measure(
         .await
         .context("PodGroup watch")?;
     pods.wait_until_ready().await.context("Pod watch")?;
-    let idle_requests: f64 = reconciler.requests().await?.values().sum();
-    let idle_cpu = reconciler.cpu_seconds()?;
+    let startup_requests = process.requests().await?.total();
+    let startup_cpu = process.cpu_seconds()?;
 
     println!(
-        "creating {jobs} RayJobs ({} workers each, {pods_wanted} pods) in {namespace} on {} added kwok nodes; load average {}",
+        "{}: creating {jobs} RayJobs ({} workers each, {pods_wanted} pods) in {namespace} on {} added kwok nodes; load average {}",
+        controller.name(),
         options.workers,
         node_names.len(),
         load_average()
@@ -407,16 +651,16 @@ async fn measure(
     let start = Instant::now();
     let mut milestones = Vec::new();
     let mark = async |what: &'static str, milestones: &mut Vec<Milestone>| -> anyhow::Result<()> {
-        let requests: f64 = reconciler.requests().await?.values().sum();
         let milestone = Milestone {
             what,
             after: start.elapsed(),
-            cpu_seconds: reconciler.cpu_seconds()? - idle_cpu,
-            requests: requests - idle_requests,
+            cpu_seconds: process.cpu_seconds()? - startup_cpu,
+            requests: process.requests().await?.total() - startup_requests,
         };
         println!(
-            "{:>7.1} s  {what} (reconciler: {:.1} CPU s, {:.0} requests; load average {})",
+            "{:>7.1} s  {what} ({}: {:.1} CPU s, {:.0} requests; load average {})",
             milestone.after.as_secs_f64(),
+            controller.name(),
             milestone.cpu_seconds,
             milestone.requests,
             load_average()
@@ -439,7 +683,7 @@ async fn measure(
     mark("all RayJobs created", &mut milestones).await?;
 
     let mut gang_and_cluster = false;
-    let mut running = false;
+    let mut all_running = false;
     loop {
         if start.elapsed() > TIMEOUT {
             bail!("not done after {TIMEOUT:?}");
@@ -457,8 +701,8 @@ async fn measure(
             .iter()
             .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
             .count();
-        if gang_and_cluster && !running && running_pods >= pods_wanted {
-            running = true;
+        if gang_and_cluster && !all_running && running_pods >= pods_wanted {
+            all_running = true;
             mark("every Ray pod is Running", &mut milestones).await?;
         }
         let waiting = rayjobs
@@ -471,7 +715,7 @@ async fn measure(
                     == Some("Waiting")
             })
             .count();
-        if running && waiting >= jobs {
+        if all_running && waiting >= jobs {
             mark(
                 "every RayJob is Waiting (its cluster ready)",
                 &mut milestones,
@@ -481,11 +725,18 @@ async fn measure(
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    // A quiet minute: what an idle reconciler with this many RayJobs keeps doing.
-    tokio::time::sleep(Duration::from_secs(30)).await;
-    mark("30 s later (steady state)", &mut milestones).await?;
-    let by_method = reconciler.requests().await?;
-    let peak_rss = reconciler.peak_rss_mib()?;
+    // What the controller keeps doing with this many idle RayJobs.
+    let before_idle = process.requests().await?.total();
+    tokio::time::sleep(options.idle).await;
+    let requests = process.requests().await?;
+    let idle_requests = requests.total() - before_idle;
+    println!(
+        "{}: {idle_requests:.0} requests in {} idle seconds",
+        controller.name(),
+        options.idle.as_secs()
+    );
+    let peak_rss_mib = process.peak_rss_mib()?;
+    let reconcile_errors = process.reconcile_errors().await?;
 
     let cleanup = Instant::now();
     api.delete_collection(&DeleteParams::default(), &ListParams::default())
@@ -500,39 +751,160 @@ async fn measure(
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    let cleanup = cleanup.elapsed();
-    let peak_rss_end = reconciler.peak_rss_mib()?;
-    let total_cpu = reconciler.cpu_seconds()?;
-    reconciler.stop().await;
+    let deletion = cleanup.elapsed();
+    let total_cpu = process.cpu_seconds()?;
+    // The next run needs the nodes' room back.
+    while !pods.state().is_empty() {
+        if cleanup.elapsed() > Duration::from_secs(600) {
+            bail!(
+                "{} Pods still there 600 s after deleting their RayJobs",
+                pods.state().len()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    running.stop().await;
+    Ok(Figures {
+        controller,
+        milestones,
+        idle_requests,
+        by_method: requests.by_method,
+        conflicts: requests.conflicts,
+        reconcile_errors,
+        peak_rss_mib,
+        total_cpu,
+        deletion,
+    })
+}
 
+fn report(options: &Options, runs: &[Figures]) {
+    let jobs = options.jobs;
+    let per_job = |n: f64| n / jobs as f64;
     println!();
-    println!("| RayJobs | pods | reconcile concurrency |");
-    println!("|---|---|---|");
-    println!("| {jobs} | {pods_wanted} | {} |", options.concurrency);
-    println!();
-    println!("| milestone | time | reconciler CPU s | API requests | requests / RayJob |");
+    println!("| RayJobs | pods | reconcile concurrency | idle seconds | load average at the end |");
     println!("|---|---|---|---|---|");
-    for m in &milestones {
+    println!(
+        "| {jobs} | {} | {} | {} | {} |",
+        jobs * (1 + options.workers),
+        options.concurrency,
+        options.idle.as_secs(),
+        load_average()
+    );
+    for run in runs {
+        println!();
+        println!("{}:", run.controller.name());
+        println!();
+        println!("| milestone | time | CPU s | API requests | requests / RayJob |");
+        println!("|---|---|---|---|---|");
+        for m in &run.milestones {
+            println!(
+                "| {} | {:.1} s | {:.1} | {:.0} | {:.1} |",
+                m.what,
+                m.after.as_secs_f64(),
+                m.cpu_seconds,
+                m.requests,
+                per_job(m.requests)
+            );
+        }
+        println!();
         println!(
-            "| {} | {:.1} s | {:.1} | {:.0} | {:.1} |",
-            m.what,
-            m.after.as_secs_f64(),
-            m.cpu_seconds,
-            m.requests,
-            m.requests / jobs as f64
+            "requests per RayJob by method (start-up to the end of the idle time): {}",
+            describe(&run.by_method, jobs)
         );
     }
+    let Some(ours) = runs.iter().find(|r| r.controller == Controller::Raygate) else {
+        return;
+    };
+    let peers: Vec<&Figures> = runs
+        .iter()
+        .filter(|r| r.controller != Controller::Raygate)
+        .collect();
+    // The faster KubeRay run to every RayJob Waiting is the one raygate is held to.
+    let best = peers
+        .iter()
+        .filter_map(|r| Some((*r, r.waiting()?.after)))
+        .min_by_key(|(_, after)| *after)
+        .map(|(r, _)| r);
+    type Figure = (
+        &'static str,
+        fn(&Figures, usize) -> Option<f64>,
+        &'static str,
+    );
+    let figures: [Figure; 11] = [
+        (
+            "every RayJob has a PodGroup and a RayCluster",
+            |f, _| f.milestones.get(1).map(|m| m.after.as_secs_f64()),
+            "s",
+        ),
+        (
+            "every Ray pod Running",
+            |f, _| f.milestones.get(2).map(|m| m.after.as_secs_f64()),
+            "s",
+        ),
+        (
+            "every RayJob Waiting",
+            |f, _| f.waiting().map(|m| m.after.as_secs_f64()),
+            "s",
+        ),
+        (
+            "API requests per RayJob to Waiting",
+            |f, jobs| f.waiting().map(|m| m.requests / jobs as f64),
+            "",
+        ),
+        (
+            "API requests per RayJob while idle",
+            |f, jobs| Some(f.idle_requests / jobs as f64),
+            "",
+        ),
+        ("409 Conflict answers", |f, _| Some(f.conflicts), ""),
+        ("reconcile errors", |f, _| Some(f.reconcile_errors), ""),
+        (
+            "CPU to Waiting",
+            |f, _| f.waiting().map(|m| m.cpu_seconds),
+            "s",
+        ),
+        (
+            "CPU through deletion (incl. start-up)",
+            |f, _| Some(f.total_cpu),
+            "s",
+        ),
+        ("peak RSS", |f, _| Some(f.peak_rss_mib), "MiB"),
+        (
+            "deleting all RayJobs",
+            |f, _| Some(f.deletion.as_secs_f64()),
+            "s",
+        ),
+    ];
     println!();
-    println!(
-        "requests per RayJob by method (whole run incl. startup, until the steady state): {}",
-        describe(&by_method, jobs)
-    );
-    println!("reconciler peak RSS: {peak_rss:.1} MiB (through deletion: {peak_rss_end:.1} MiB)");
-    println!("reconciler CPU: {total_cpu:.1} s in total, through deletion");
-    println!(
-        "deleting all RayJobs (finalizers released): {:.1} s",
-        cleanup.as_secs_f64()
-    );
-    println!("load average at the end: {}", load_average());
-    Ok(())
+    let mut header = "| figure | raygate |".to_string();
+    let mut rule = "|---|---|".to_string();
+    for peer in &peers {
+        header.push_str(&format!(" {} |", peer.controller.name()));
+        rule.push_str("---|");
+    }
+    if let Some(best) = best {
+        header.push_str(&format!(" raygate ÷ {} |", best.controller.name()));
+        rule.push_str("---|");
+    }
+    println!("{header}");
+    println!("{rule}");
+    let cell = |value: Option<f64>, unit: &str| match value {
+        Some(v) if unit.is_empty() => format!("{v:.1}"),
+        Some(v) => format!("{v:.1} {unit}"),
+        None => "—".to_string(),
+    };
+    for (what, value, unit) in figures {
+        let mut line = format!("| {what} | {} |", cell(value(ours, jobs), unit));
+        for peer in &peers {
+            line.push_str(&format!(" {} |", cell(value(peer, jobs), unit)));
+        }
+        if let Some(best) = best {
+            let ratio = match (value(ours, jobs), value(best, jobs)) {
+                (Some(a), Some(b)) if b > 0.0 => format!("{:.2}×", a / b),
+                _ => "—".to_string(),
+            };
+            line.push_str(&format!(" {ratio} |"));
+        }
+        println!("{line}");
+    }
 }
