@@ -169,7 +169,15 @@ fn finish(
             )));
         }
     }
-    if status::changed(cluster, &status) {
+    // A cluster's first status is written by the pass that sees its Pods, not by the one that
+    // creates them: their watch events start that pass at once, and a status computed before
+    // they exist would be replaced within milliseconds (one write fewer per cluster,
+    // docs/reconciler.md, "The requests of one RayJob"). Failures are written at once.
+    let first_pods_in_flight = cluster.status.is_none()
+        && status.reason.is_none()
+        && observed.failed_write.is_none()
+        && actions.iter().any(|a| matches!(a, Action::CreatePod(_)));
+    if !first_pods_in_flight && status::changed(cluster, &status) {
         actions.push(Action::UpdateStatus(Box::new(status::finish(
             status,
             observed.now,

@@ -319,6 +319,16 @@ fn outside_volcano_namespaces_there_is_no_pod_group() {
 }
 
 #[test]
+fn initializing_mirrors_nothing_from_a_cluster_without_a_status_yet() {
+    let mut world = World::new(initializing(job("")));
+    let mut cluster = cluster_of(&world.job, None);
+    cluster.status = None;
+    world.cluster = Some(cluster);
+    let decision = world.decide();
+    assert!(kinds(&decision).is_empty(), "{:?}", kinds(&decision));
+}
+
+#[test]
 fn initializing_waits_for_a_ready_cluster_copying_its_status() {
     let mut world = World::new(initializing(job("")));
     world.cluster = Some(cluster_of(&world.job, None));

@@ -67,7 +67,11 @@ impl<'s, 'a> Pass<'s, 'a> {
         if self.st.dashboard_url.as_deref().is_none_or(str::is_empty) {
             let state = cluster.status.as_ref().and_then(|s| s.state.as_deref());
             if state != Some("ready") {
-                self.st.ray_cluster_status = Some(cluster.status.clone().unwrap_or_default());
+                // A cluster without a status yet has nothing to mirror: copying an empty one
+                // would cost a write that says nothing.
+                if let Some(status) = &cluster.status {
+                    self.st.ray_cluster_status = Some(status.clone());
+                }
                 self.explain_gang_wait();
                 return Flow::Break;
             }
