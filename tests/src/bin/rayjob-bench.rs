@@ -38,9 +38,10 @@
 //!     [--reconcile-concurrency 4] [--idle-seconds 120] [--peer kuberay]
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::TcpListener;
 use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -163,8 +164,13 @@ fn is_ready(node: &Node) -> bool {
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
-/// A store of every `K` in `namespace`, kept current by a watch running in the background.
-async fn store<K>(client: &Client, namespace: &str) -> Store<K>
+/// A store of every `K` in `namespace`, kept current by a watch running in the background,
+/// which shows `observe` every object it applies, as it arrives.
+async fn store<K>(
+    client: &Client,
+    namespace: &str,
+    observe: impl Fn(&K) + Send + 'static,
+) -> Store<K>
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
         + Clone
@@ -181,9 +187,90 @@ where
         .applied_objects();
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
-        while stream.next().await.is_some() {}
+        while let Some(object) = stream.next().await {
+            if let Ok(object) = object {
+                observe(&object);
+            }
+        }
     });
     reader
+}
+
+/// When the benchmark's watches first saw each cause and each status, for cause-to-status
+/// latencies: the cause of a RayJob's `Waiting` is the last of its cluster's Pods becoming
+/// Running and Ready.
+#[derive(Default)]
+struct Moments {
+    /// Pod name → its cluster and when it was first seen Running and Ready.
+    pod_ready: HashMap<String, (String, Instant)>,
+    /// RayJob name → its cluster and when it was first seen `Waiting`.
+    job_waiting: HashMap<String, (String, Instant)>,
+}
+
+impl Moments {
+    fn observe_pod(&mut self, pod: &Pod) {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        if self.pod_ready.contains_key(&name) || !is_running_and_ready(pod) {
+            return;
+        }
+        let cluster = pod
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(keys::RAY_CLUSTER_LABEL))
+            .cloned()
+            .unwrap_or_default();
+        self.pod_ready.insert(name, (cluster, Instant::now()));
+    }
+
+    fn observe_job(&mut self, job: &RayJob) {
+        let name = job.metadata.name.clone().unwrap_or_default();
+        let status = job.status.as_ref();
+        if self.job_waiting.contains_key(&name)
+            || status.and_then(|s| s.job_deployment_status.as_deref()) != Some("Waiting")
+        {
+            return;
+        }
+        let cluster = status
+            .and_then(|s| s.ray_cluster_name.clone())
+            .unwrap_or_default();
+        self.job_waiting.insert(name, (cluster, Instant::now()));
+    }
+
+    /// Milliseconds from each RayJob's cause to its `Waiting`, sorted (0 when the status was
+    /// seen first: the two watches deliver independently).
+    fn latencies_ms(&self) -> Vec<f64> {
+        let mut last_ready: HashMap<&str, Instant> = HashMap::new();
+        for (cluster, at) in self.pod_ready.values() {
+            let entry = last_ready.entry(cluster.as_str()).or_insert(*at);
+            *entry = (*entry).max(*at);
+        }
+        let mut latencies: Vec<f64> = self
+            .job_waiting
+            .values()
+            .filter_map(|(cluster, waiting)| {
+                let cause = last_ready.get(cluster.as_str())?;
+                Some(waiting.saturating_duration_since(*cause).as_secs_f64() * 1000.0)
+            })
+            .collect();
+        latencies.sort_by(f64::total_cmp);
+        latencies
+    }
+}
+
+fn is_running_and_ready(pod: &Pod) -> bool {
+    let status = pod.status.as_ref();
+    status.and_then(|s| s.phase.as_deref()) == Some("Running")
+        && status
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// The `q`-quantile (0..=1) of sorted values.
+fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
+    let last = sorted.len().checked_sub(1)?;
+    let index = ((last as f64) * q).round() as usize;
+    sorted.get(index.min(last)).copied()
 }
 
 /// Which controller a run measures.
@@ -514,6 +601,8 @@ struct Figures {
     milestones: Vec<Milestone>,
     /// Requests during `--idle-seconds` after every RayJob was Waiting.
     idle_requests: f64,
+    /// Each RayJob's cause-to-`Waiting` latency in milliseconds, sorted ([`Moments`]).
+    latencies_ms: Vec<f64>,
     /// Requests by method from start-up to the end of the idle time.
     by_method: BTreeMap<String, f64>,
     conflicts: f64,
@@ -623,10 +712,23 @@ async fn measure(
     let namespace = ns.name().to_string();
     let running = controller.start(env, &ns, options.concurrency).await?;
     let process = running.process();
-    let rayjobs: Store<RayJob> = store(client, &namespace).await;
-    let clusters: Store<RayCluster> = store(client, &namespace).await;
-    let pod_groups: Store<PodGroup> = store(client, &namespace).await;
-    let pods: Store<Pod> = store(client, &namespace).await;
+    let moments = Arc::new(Mutex::new(Moments::default()));
+    let seen = moments.clone();
+    let rayjobs: Store<RayJob> = store(client, &namespace, move |job| {
+        seen.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .observe_job(job);
+    })
+    .await;
+    let clusters: Store<RayCluster> = store(client, &namespace, |_| {}).await;
+    let pod_groups: Store<PodGroup> = store(client, &namespace, |_| {}).await;
+    let seen = moments.clone();
+    let pods: Store<Pod> = store(client, &namespace, move |pod| {
+        seen.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .observe_pod(pod);
+    })
+    .await;
     rayjobs.wait_until_ready().await.context("RayJob watch")?;
     clusters
         .wait_until_ready()
@@ -725,6 +827,10 @@ async fn measure(
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+    let latencies_ms = moments
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .latencies_ms();
     // What the controller keeps doing with this many idle RayJobs.
     let before_idle = process.requests().await?.total();
     tokio::time::sleep(options.idle).await;
@@ -768,6 +874,7 @@ async fn measure(
         controller,
         milestones,
         idle_requests,
+        latencies_ms,
         by_method: requests.by_method,
         conflicts: requests.conflicts,
         reconcile_errors,
@@ -830,7 +937,7 @@ fn report(options: &Options, runs: &[Figures]) {
         fn(&Figures, usize) -> Option<f64>,
         &'static str,
     );
-    let figures: [Figure; 11] = [
+    let figures: [Figure; 14] = [
         (
             "every RayJob has a PodGroup and a RayCluster",
             |f, _| f.milestones.get(1).map(|m| m.after.as_secs_f64()),
@@ -855,6 +962,21 @@ fn report(options: &Options, runs: &[Figures]) {
             "API requests per RayJob while idle",
             |f, jobs| Some(f.idle_requests / jobs as f64),
             "",
+        ),
+        (
+            "last Pod Ready → RayJob Waiting, p50",
+            |f, _| quantile(&f.latencies_ms, 0.5),
+            "ms",
+        ),
+        (
+            "last Pod Ready → RayJob Waiting, p99",
+            |f, _| quantile(&f.latencies_ms, 0.99),
+            "ms",
+        ),
+        (
+            "last Pod Ready → RayJob Waiting, max",
+            |f, _| quantile(&f.latencies_ms, 1.0),
+            "ms",
         ),
         ("409 Conflict answers", |f, _| Some(f.conflicts), ""),
         ("reconcile errors", |f, _| Some(f.reconcile_errors), ""),
