@@ -12,7 +12,10 @@
 //! * from the API server's own `apiserver_admission_webhook_admission_duration_seconds`
 //!   histogram (the difference over the burst), per raygate webhook: the reviews, the share
 //!   answered within each bucket bound (5 ms, 25 ms, …), and the p99 interpolated within its
-//!   bucket, which is as precise as the API server's buckets allow.
+//!   bucket, which is as precise as the API server's buckets allow;
+//! * where the environment's webhook is a host process, the same from raygate's own
+//!   `controller_runtime_webhook_latency_seconds`, which leaves out the API server's side and
+//!   the connection.
 //!
 //! ```text
 //! cargo build --release -p raygate -p raygate-e2e --bin admission-burst
@@ -28,6 +31,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DynamicObject, GroupVersionKind, ListParams, PostParams};
 use kube::{Api, ResourceExt};
 use raygate_api::keys;
+use raygate_e2e::ray::Dashboard;
 use raygate_e2e::reconciler::PRIVATE_RECONCILER_LABEL;
 use raygate_e2e::{Env, TestNamespace, kubectl};
 use serde_json::json;
@@ -85,20 +89,25 @@ fn label<'a>(labels: &'a str, name: &str) -> Option<&'a str> {
         .map(|v| v.trim_end_matches('"'))
 }
 
-/// raygate's webhooks' buckets from the API server's `/metrics`.
-async fn raygate_buckets() -> anyhow::Result<Buckets> {
-    let text = kubectl::stdout(&["get", "--raw", "/metrics"]).await;
-    let prefix = format!("{HISTOGRAM}_bucket{{");
+/// The buckets of histogram `histogram` in a Prometheus text page, by the value of label
+/// `key`, keeping the values `keep` accepts.
+fn buckets(
+    text: &str,
+    histogram: &str,
+    key: &str,
+    keep: impl Fn(&str) -> bool,
+) -> anyhow::Result<Buckets> {
+    let prefix = format!("{histogram}_bucket{{");
     let mut buckets = Buckets::new();
     for line in text.lines() {
         let Some(rest) = line.strip_prefix(&prefix) else {
             continue;
         };
         let (labels, value) = rest.split_once("} ").context("malformed sample")?;
-        let (Some(name), Some(le)) = (label(labels, "name"), label(labels, "le")) else {
+        let (Some(name), Some(le)) = (label(labels, key), label(labels, "le")) else {
             continue;
         };
-        if !name.ends_with(".raygate.io") {
+        if !keep(name) {
             continue;
         }
         let le = bound_nanos(le).with_context(|| format!("bucket bound {le:?}"))?;
@@ -109,6 +118,68 @@ async fn raygate_buckets() -> anyhow::Result<Buckets> {
             .or_insert(0.0) += value.trim().parse::<f64>()?;
     }
     Ok(buckets)
+}
+
+/// raygate's webhooks' buckets from the API server's `/metrics`.
+async fn api_server_buckets() -> anyhow::Result<Buckets> {
+    let text = kubectl::stdout(&["get", "--raw", "/metrics"]).await;
+    buckets(&text, HISTOGRAM, "name", |name| {
+        name.ends_with(".raygate.io")
+    })
+}
+
+/// The buckets of raygate's own `controller_runtime_webhook_latency_seconds` (from the request
+/// to the answer inside its server), by path; `None` when the environment's webhook is not a
+/// host process with a metrics address of its own.
+async fn raygate_buckets(env: &Env) -> anyhow::Result<Option<Buckets>> {
+    let Some(base) = env.get("RAYGATE_WEBHOOK_METRICS") else {
+        return Ok(None);
+    };
+    let text = Dashboard::new(base).get("/metrics").await?.body;
+    Ok(Some(buckets(
+        &text,
+        "controller_runtime_webhook_latency_seconds",
+        "webhook",
+        |_| true,
+    )?))
+}
+
+/// Prints one row per histogram with reviews over the burst: the reviews, the share within
+/// each of `bounds` (seconds) and the interpolated p99.
+fn report(before: &Buckets, after: &Buckets, bounds: &[f64]) {
+    let mut header = "| webhook | reviews |".to_string();
+    let mut rule = "|---|---|".to_string();
+    for bound in bounds {
+        header.push_str(&format!(" ≤ {} ms |", bound * 1000.0));
+        rule.push_str("---|");
+    }
+    println!("{header} p99 (interpolated) |");
+    println!("{rule}---|");
+    for (name, counts) in after {
+        let delta: BTreeMap<u64, f64> = counts
+            .iter()
+            .map(|(le, n)| {
+                let earlier = before.get(name).and_then(|b| b.get(le)).unwrap_or(&0.0);
+                (*le, n - earlier)
+            })
+            .collect();
+        let total = delta.get(&u64::MAX).copied().unwrap_or(0.0);
+        if total <= 0.0 {
+            continue;
+        }
+        let mut line = format!("| {name} | {total:.0} |");
+        for bound in bounds {
+            let le = (bound * 1e9).round() as u64;
+            let share = delta
+                .get(&le)
+                .map_or("—".to_string(), |n| format!("{:.1} %", 100.0 * n / total));
+            line.push_str(&format!(" {share} |"));
+        }
+        let p99 = histogram_quantile(&delta, 0.99).map_or("> last bound".to_string(), |d| {
+            format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+        });
+        println!("{line} {p99} |");
+    }
 }
 
 /// The `q`-quantile of a cumulative histogram, interpolated linearly within its bucket (the
@@ -215,7 +286,8 @@ async fn main() -> anyhow::Result<()> {
     // The webhook learns the cluster from its watch; give it a moment.
     tokio::time::sleep(Duration::from_secs(2)).await;
 
-    let before = raygate_buckets().await?;
+    let before = api_server_buckets().await?;
+    let raygate_before = raygate_buckets(&env).await?;
     let pods: Api<Pod> = ns.api();
     println!(
         "creating {} Pods in {}, {} at a time",
@@ -245,7 +317,8 @@ async fn main() -> anyhow::Result<()> {
         .collect()
         .await;
     let wall = start.elapsed();
-    let after = raygate_buckets().await?;
+    let after = api_server_buckets().await?;
+    let raygate_after = raygate_buckets(&env).await?;
 
     let mut failures: BTreeMap<String, usize> = BTreeMap::new();
     for (_, result) in &results {
@@ -284,35 +357,14 @@ async fn main() -> anyhow::Result<()> {
         "API server's {HISTOGRAM} over the burst, per raygate webhook (the API server's buckets):"
     );
     println!();
-    println!("| webhook | reviews | ≤ 5 ms | ≤ 25 ms | ≤ 100 ms | p99 (interpolated) |");
-    println!("|---|---|---|---|---|---|");
-    for (name, counts) in &after {
-        let delta: BTreeMap<u64, f64> = counts
-            .iter()
-            .map(|(le, n)| {
-                let earlier = before.get(name).and_then(|b| b.get(le)).unwrap_or(&0.0);
-                (*le, n - earlier)
-            })
-            .collect();
-        let total = delta.get(&u64::MAX).copied().unwrap_or(0.0);
-        if total <= 0.0 {
-            continue;
-        }
-        let share = |seconds: f64| {
-            let le = (seconds * 1e9).round() as u64;
-            delta
-                .get(&le)
-                .map_or("—".to_string(), |n| format!("{:.1} %", 100.0 * n / total))
-        };
-        let p99 = histogram_quantile(&delta, 0.99).map_or("> last bound".to_string(), |d| {
-            format!("{:.1} ms", d.as_secs_f64() * 1000.0)
-        });
+    report(&before, &after, &[0.005, 0.025, 0.1]);
+    if let (Some(before), Some(after)) = (raygate_before, raygate_after) {
+        println!();
         println!(
-            "| {name} | {total:.0} | {} | {} | {} | {p99} |",
-            share(0.005),
-            share(0.025),
-            share(0.1)
+            "raygate's own controller_runtime_webhook_latency_seconds over the burst (request to answer inside its server):"
         );
+        println!();
+        report(&before, &after, &[0.0005, 0.002, 0.008, 0.032]);
     }
     println!("load average at the end: {}", {
         std::fs::read_to_string("/proc/loadavg")
