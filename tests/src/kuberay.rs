@@ -62,6 +62,29 @@ impl KubeRay {
         batch_scheduler: Option<&str>,
         dashboards: Dashboards,
     ) -> KubeRay {
+        KubeRay::spawn(env, namespaces, batch_scheduler, dashboards, None).await
+    }
+
+    /// [`KubeRay::start`] without a batch scheduler and with `--feature-gates=<gates>`, e.g.
+    /// `RayMultiHostIndexing=true` (off by default in v1.5.0).
+    ///
+    /// # Panics
+    /// As [`KubeRay::start`].
+    pub async fn start_with_feature_gates(
+        env: &Env,
+        namespaces: &[&TestNamespace],
+        gates: &str,
+    ) -> KubeRay {
+        KubeRay::spawn(env, namespaces, None, Dashboards::SharedHead, Some(gates)).await
+    }
+
+    async fn spawn(
+        env: &Env,
+        namespaces: &[&TestNamespace],
+        batch_scheduler: Option<&str>,
+        dashboards: Dashboards,
+        feature_gates: Option<&str>,
+    ) -> KubeRay {
         // Written by `up` only when the binary is built (`tests/env/build kuberay`).
         let binary = env.var("RAYGATE_KUBERAY_OPERATOR").to_string();
         let (probe, metrics) = (crate::free_port(), crate::free_port());
@@ -97,6 +120,9 @@ impl KubeRay {
         }
         if let Some(scheduler) = batch_scheduler {
             command.arg(format!("--batch-scheduler={scheduler}"));
+        }
+        if let Some(gates) = feature_gates {
+            command.arg(format!("--feature-gates={gates}"));
         }
         let child = command
             .spawn()
