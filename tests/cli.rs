@@ -298,6 +298,49 @@ fn podgroup_prints_the_gang() {
 }
 
 #[test]
+fn podgroup_prints_the_sub_gangs() {
+    let input = r#"
+apiVersion: ray.io/v1
+kind: RayCluster
+metadata: {name: mixed, namespace: ml}
+spec:
+  headGroupSpec:
+    rayStartParams: {}
+    template: {spec: {containers: [{name: ray-head, image: rayproject/ray:2.60.0}]}}
+  workerGroupSpecs:
+  - groupName: cpu
+    replicas: 8
+    minReplicas: 0
+    maxReplicas: 8
+    rayStartParams: {}
+    template: {spec: {containers: [{name: w, image: rayproject/ray:2.60.0}]}}
+  - groupName: tpu
+    replicas: 2
+    minReplicas: 1
+    maxReplicas: 2
+    numOfHosts: 4
+    rayStartParams: {}
+    template: {spec: {containers: [{name: w, image: rayproject/ray:2.60.0}]}}
+"#;
+    let output = raygate(&["podgroup", "-o", "json", "-f", "-"], Some(input));
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let pg: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(pg["spec"]["minMember"], 17);
+    assert_eq!(
+        pg["spec"]["subGroupPolicy"],
+        serde_json::json!([
+            {"name": "cpu",
+             "labelSelector": {"matchLabels": {"ray.io/group": "cpu", "ray.io/node-type": "worker"}},
+             "matchLabelKeys": ["ray.io/group"], "subGroupSize": 8, "minSubGroups": 1},
+            {"name": "tpu",
+             "labelSelector": {"matchLabels": {"ray.io/group": "tpu", "ray.io/node-type": "worker"}},
+             "matchLabelKeys": ["ray.io/worker-group-replica-name"], "subGroupSize": 4,
+             "minSubGroups": 2}
+        ])
+    );
+}
+
+#[test]
 fn podgroup_reports_what_cannot_be_sized() {
     let output = raygate(
         &[

@@ -30,7 +30,7 @@ use crate::onboarding::{self, Labels};
 use crate::ray::v1::{RayCluster, RayJob};
 use crate::sizing::{self, GangSize, SizingError};
 use crate::validation::ReconcilerKind;
-use crate::volcano::PodGroup;
+use crate::volcano::{PodGroup, SubGroupPolicySpec};
 
 /// Value of [`keys::RECONCILER_LABEL`] handing a namespace to raygate's reconciler.
 pub const RECONCILER_RAYGATE: &str = "raygate";
@@ -81,6 +81,9 @@ pub struct Snapshot<'a> {
     /// Field manager of raygate's reconciler; a PodGroup spec written by any other manager
     /// (apart from Volcano's status writes) means another gang-scheduler sizes it.
     pub own_manager: &'a str,
+    /// Whether the PodGroup CRD has `spec.subGroupPolicy` (Volcano v1.14); without it the
+    /// PodGroup holds only `minMember` and `minResources` (see `crate::sizing`).
+    pub sub_groups: bool,
 }
 
 /// What to do about the object's PodGroup.
@@ -192,16 +195,21 @@ pub fn change(owner: Owner<'_>, observed: &Snapshot<'_>) -> Change {
         Owner::RayJob(job) => ray_job_target(job, observed),
         Owner::RayCluster(cluster) => ray_cluster_target(cluster),
     };
+    // Where the CRD has no subGroupPolicy the PodGroup gets none and it is never compared.
+    let sub_groups = |policies: Vec<SubGroupPolicySpec>| observed.sub_groups.then_some(policies);
     match wanted {
         Target::None => Change::InSync,
         Target::Skip(message) => Change::Skipped { message },
         Target::Zero => match observed.pod_group {
-            Some(live) => resize(live, 0, BTreeMap::new()),
+            Some(live) => resize(live, 0, BTreeMap::new(), sub_groups(Vec::new())),
             // Nothing holds resources; creating an empty gang would only add an object.
             None => Change::InSync,
         },
         Target::Settle(gang) => match observed.pod_group {
-            Some(live) => resize(live, gang.min_member, quantities(gang)),
+            Some(live) => {
+                let policies = sub_groups(gang.sub_groups.clone());
+                resize(live, gang.min_member, quantities(gang), policies)
+            }
             None => Change::InSync,
         },
         Target::Desired(pg) => match observed.pod_group {
@@ -211,12 +219,16 @@ pub fn change(owner: Owner<'_>, observed: &Snapshot<'_>) -> Change {
                     keys::MANAGED_BY_LABEL.to_string(),
                     keys::MANAGED_BY_RAYGATE.to_string(),
                 );
+                if !observed.sub_groups {
+                    pg.spec.sub_group_policy = None;
+                }
                 Change::Create(Box::new(pg))
             }
             Some(live) => resize(
                 live,
                 pg.spec.min_member.unwrap_or(0),
                 pg.spec.min_resources.unwrap_or_default(),
+                sub_groups(pg.spec.sub_group_policy.unwrap_or_default()),
             ),
         },
     }
@@ -304,12 +316,23 @@ fn ray_cluster_target(cluster: &RayCluster) -> Target {
     }
 }
 
-fn resize(live: &PodGroup, min_member: i32, min_resources: BTreeMap<String, Quantity>) -> Change {
-    if !sizing::pod_group_holds_gang(&live.spec, min_member, &min_resources) {
+fn resize(
+    live: &PodGroup,
+    min_member: i32,
+    min_resources: BTreeMap<String, Quantity>,
+    sub_groups: Option<Vec<SubGroupPolicySpec>>,
+) -> Change {
+    if !sizing::pod_group_holds_gang(
+        &live.spec,
+        min_member,
+        &min_resources,
+        sub_groups.as_deref(),
+    ) {
         Change::Resize(PodGroupSize {
             name: live.metadata.name.clone().unwrap_or_default(),
             min_member,
             min_resources,
+            sub_group_policy: sub_groups,
         })
     } else {
         Change::InSync

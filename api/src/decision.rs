@@ -58,6 +58,9 @@ pub struct PodGroupSize {
     pub min_member: i32,
     /// New `spec.minResources`.
     pub min_resources: BTreeMap<String, Quantity>,
+    /// New `spec.subGroupPolicy` (empty: none); `None` leaves the field alone, where the
+    /// PodGroup CRD does not have it.
+    pub sub_group_policy: Option<Vec<crate::volcano::SubGroupPolicySpec>>,
 }
 
 /// What one reconcile decided.

@@ -48,6 +48,16 @@ pub const RAY_CLUSTER_LABEL: &str = "ray.io/cluster";
 pub const RAY_NODE_TYPE_LABEL: &str = "ray.io/node-type";
 /// Label carrying `headgroup` or the worker group name on every Ray Pod (KubeRay).
 pub const RAY_GROUP_LABEL: &str = "ray.io/group";
+/// Label naming the replica of a multi-host worker group (`numOfHosts > 1`) a Pod belongs to,
+/// `<group>-<5 characters>`, the same on every host of the replica (KubeRay, feature gate
+/// RayMultiHostIndexing). raygate's sub-gangs split a multi-host group by it.
+pub const REPLICA_NAME_LABEL: &str = "ray.io/worker-group-replica-name";
+/// Label with the index of a Pod's replica in its worker group, `0` to `replicas - 1`
+/// (KubeRay, RayMultiHostIndexing).
+pub const REPLICA_INDEX_LABEL: &str = "ray.io/worker-group-replica-index";
+/// Label with the index of a Pod's host inside its multi-host replica, `0` to
+/// `numOfHosts - 1` (KubeRay, RayMultiHostIndexing).
+pub const HOST_INDEX_LABEL: &str = "ray.io/replica-host-index";
 /// Label naming the custom resource a RayCluster or submitter was created for (KubeRay).
 pub const ORIGINATED_FROM_CR_NAME_LABEL: &str = "ray.io/originated-from-cr-name";
 /// Label naming the kind of that custom resource, e.g. `RayJob` (KubeRay).

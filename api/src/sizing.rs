@@ -12,6 +12,13 @@
 //! The submitter is never counted in `minMember` — it waits for the cluster, so counting it
 //! would deadlock the gang (ray-project/kuberay#3972) — but its resources are in `minResources`
 //! so that the queue reserves room for it.
+//!
+//! `minMember` counts Pods, not which Pods: Pods beyond a group's minimum (an autoscaled group
+//! above `minReplicas`) can stand in for a group that cannot be placed at all
+//! (ray-project/kuberay#4656). So the gang also carries one Volcano sub-group policy per worker
+//! group that must have Pods ([`sub_group_policies`]): a single-host group is one sub-group of
+//! its minimum Pod count, a multi-host group one sub-group per replica of `numOfHosts` Pods, at
+//! least its minimum replica count of them. `minMember` and `minResources` are unchanged by it.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -25,7 +32,10 @@ use kube::Resource;
 use crate::keys;
 use crate::quantity::{ParseQuantityError, ResourceQuantity};
 use crate::ray::v1::{RayCluster, RayClusterSpec, RayJob, WorkerGroupSpec};
-use crate::volcano::{NetworkTopologySpec, PodGroup, PodGroupSpec, PodGroupStatus};
+use crate::volcano::{
+    NetworkTopologySpec, PodGroup, PodGroupSpec, PodGroupStatus, SubGroupPolicySpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 /// CPU request of KubeRay's default submitter container.
 pub const DEFAULT_SUBMITTER_CPU: &str = "500m";
@@ -36,12 +46,15 @@ pub const DEFAULT_SUBMITTER_MEMORY: &str = "200Mi";
 pub type Resources = BTreeMap<String, ResourceQuantity>;
 
 /// The size of a gang.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct GangSize {
     /// Pods that must be schedulable together: the head and the workers, never the submitter.
     pub min_member: i32,
     /// Resources the queue must reserve: head, workers and (for RayJobs) the submitter.
     pub min_resources: Resources,
+    /// Which Pods must be among them: one sub-group policy per worker group with a minimum
+    /// (see [`sub_group_policies`]).
+    pub sub_groups: Vec<SubGroupPolicySpec>,
 }
 
 /// Why an object cannot be sized.
@@ -82,19 +95,79 @@ pub enum SizingError {
     },
 }
 
-/// Pods and resources per replica of a group, after clamping and suspension.
-fn worker_group_replicas(group: &WorkerGroupSpec, autoscaling: bool) -> i64 {
+/// Replicas a group must have, after clamping and suspension (without autoscaling
+/// `clamp(replicas ?? min, min, max)`, with it `minReplicas`; 0 for a suspended group).
+fn group_min_replicas(group: &WorkerGroupSpec, autoscaling: bool) -> i32 {
     if group.suspend == Some(true) {
         return 0;
     }
     let min = group.min_replicas.unwrap_or(0).max(0);
     let max = group.max_replicas.unwrap_or(i32::MAX).max(0);
-    let replicas = if autoscaling {
+    if autoscaling {
         min
     } else {
         group.replicas.unwrap_or(min).clamp(min.min(max), max)
-    };
-    i64::from(replicas) * i64::from(group.num_of_hosts.unwrap_or(1).max(1))
+    }
+}
+
+/// Hosts per replica of a group (`numOfHosts`, at least 1).
+fn group_hosts(group: &WorkerGroupSpec) -> i32 {
+    group.num_of_hosts.unwrap_or(1).max(1)
+}
+
+/// Pods per group, after clamping and suspension: replicas × `numOfHosts`.
+fn worker_group_replicas(group: &WorkerGroupSpec, autoscaling: bool) -> i64 {
+    i64::from(group_min_replicas(group, autoscaling)) * i64::from(group_hosts(group))
+}
+
+/// The sub-group policies of a RayCluster spec: one per worker group that must have Pods
+/// (suspended groups and groups whose minimum is 0 get none), named after the group and
+/// covering its worker Pods (`ray.io/node-type=worker`, `ray.io/group=<group>`):
+///
+/// * a single-host group is one sub-group (split by `ray.io/group`, which all its Pods share)
+///   of its minimum Pod count, and it must be placeable (`minSubGroups: 1`);
+/// * a multi-host group (`numOfHosts > 1`) is split by replica
+///   ([`keys::REPLICA_NAME_LABEL`]) into sub-groups of `numOfHosts` Pods, and its minimum
+///   replica count of them must be placeable. A replica binds whole or not at all, also one
+///   above the minimum.
+///
+/// The minimum is the one `minMember` counts: `clamp(replicas ?? min, min, max)`, or
+/// `minReplicas` with autoscaling.
+pub fn sub_group_policies(spec: &RayClusterSpec) -> Vec<SubGroupPolicySpec> {
+    let autoscaling = spec.enable_in_tree_autoscaling == Some(true);
+    spec.worker_group_specs
+        .iter()
+        .flatten()
+        .filter_map(|group| {
+            let replicas = group_min_replicas(group, autoscaling);
+            if replicas <= 0 {
+                return None;
+            }
+            let hosts = group_hosts(group);
+            let (key, size, min) = if hosts > 1 {
+                (keys::REPLICA_NAME_LABEL, hosts, replicas)
+            } else {
+                (keys::RAY_GROUP_LABEL, replicas, 1)
+            };
+            Some(SubGroupPolicySpec {
+                name: Some(group.group_name.clone()),
+                label_selector: Some(LabelSelector {
+                    match_labels: Some(BTreeMap::from([
+                        (keys::RAY_GROUP_LABEL.to_string(), group.group_name.clone()),
+                        (
+                            keys::RAY_NODE_TYPE_LABEL.to_string(),
+                            keys::WORKER_NODE_TYPE.to_string(),
+                        ),
+                    ])),
+                    match_expressions: None,
+                }),
+                match_label_keys: Some(vec![key.to_string()]),
+                sub_group_size: Some(size),
+                min_sub_groups: Some(min),
+                network_topology: None,
+            })
+        })
+        .collect()
 }
 
 /// Requests of a Pod's regular containers, limits filling in names without a request.
@@ -202,6 +275,7 @@ pub fn cluster_gang(spec: &RayClusterSpec, field: &str) -> Result<GangSize, Sizi
     Ok(GangSize {
         min_member: i32::try_from(min_member).unwrap_or(i32::MAX),
         min_resources,
+        sub_groups: sub_group_policies(spec),
     })
 }
 
@@ -284,20 +358,35 @@ pub fn ray_cluster_pod_group_of_size(
     pod_group(cluster.meta(), "RayCluster", gang)
 }
 
-/// Whether a live PodGroup already holds the wanted gang: the same `minMember` and the same
-/// resource names with equal quantities (`1000m` equals `1`), so that a reconciler resizes a
-/// PodGroup only on real drift.
+/// Whether a live PodGroup already holds the wanted gang: the same `minMember`, the same
+/// resource names with equal quantities (`1000m` equals `1`) and, when `sub_groups` is given,
+/// the same sub-group policies, so that a reconciler resizes a PodGroup only on real drift.
+/// `sub_groups` is `None` where the PodGroup CRD has no `subGroupPolicy` (the API server drops
+/// the field, so comparing it would read as drift forever).
 ///
 /// Volcano writes PodGroups back with Go's `omitempty`: an absent `minMember` is 0 and an absent
-/// `minResources` is empty (otherwise a zeroed gang would read as drift on every reconcile). A
+/// `minResources` is empty (otherwise a zeroed gang would read as drift on every reconcile); the
+/// API server fills in the CRD's defaults of a policy (`subGroupSize: 1`, `minSubGroups: 0`). A
 /// quantity that does not parse on either side never matches, so the group is rewritten.
 pub fn pod_group_holds_gang(
     live: &PodGroupSpec,
     min_member: i32,
     min_resources: &BTreeMap<String, Quantity>,
+    sub_groups: Option<&[SubGroupPolicySpec]>,
 ) -> bool {
     if live.min_member.unwrap_or(0) != min_member {
         return false;
+    }
+    if let Some(wanted) = sub_groups {
+        let live = live.sub_group_policy.as_deref().unwrap_or_default();
+        if live.len() != wanted.len()
+            || live
+                .iter()
+                .zip(wanted)
+                .any(|(l, w)| normalized_policy(l) != normalized_policy(w))
+        {
+            return false;
+        }
     }
     let parse = |map: &BTreeMap<String, Quantity>| -> Option<Resources> {
         map.iter()
@@ -311,6 +400,23 @@ pub fn pod_group_holds_gang(
     ) {
         (Some(live), Some(wanted)) => live == wanted,
         _ => false,
+    }
+}
+
+/// A policy as the API server stores it: the CRD's defaults filled in, empty lists and maps
+/// the same as absent ones.
+fn normalized_policy(policy: &SubGroupPolicySpec) -> SubGroupPolicySpec {
+    let selector = policy.label_selector.as_ref().map(|s| LabelSelector {
+        match_labels: s.match_labels.clone().filter(|m| !m.is_empty()),
+        match_expressions: s.match_expressions.clone().filter(|e| !e.is_empty()),
+    });
+    SubGroupPolicySpec {
+        name: policy.name.clone().filter(|n| !n.is_empty()),
+        label_selector: selector,
+        match_label_keys: policy.match_label_keys.clone().filter(|k| !k.is_empty()),
+        sub_group_size: Some(policy.sub_group_size.unwrap_or(1)),
+        min_sub_groups: Some(policy.min_sub_groups.unwrap_or(0)),
+        network_topology: policy.network_topology.clone(),
     }
 }
 
@@ -353,6 +459,7 @@ fn pod_group(owner: &ObjectMeta, kind: &str, gang: GangSize) -> Result<PodGroup,
             priority_class_name: label(keys::PRIORITY_CLASS_LABEL),
             network_topology,
             min_task_member: None,
+            sub_group_policy: (!gang.sub_groups.is_empty()).then_some(gang.sub_groups),
         },
     );
     pg.metadata.namespace = owner.namespace.clone();
@@ -678,47 +785,207 @@ initContainers:
         assert!(pod_group_holds_gang(
             &live(Some(2), Some(&[("cpu", "1000m")])),
             2,
-            &cpu
+            &cpu,
+            None
         ));
         assert!(!pod_group_holds_gang(
             &live(Some(2), Some(&[("cpu", "1")])),
             3,
-            &cpu
+            &cpu,
+            None
         ));
         assert!(!pod_group_holds_gang(
             &live(Some(2), Some(&[("cpu", "2")])),
             2,
-            &cpu
+            &cpu,
+            None
         ));
         assert!(!pod_group_holds_gang(
             &live(Some(2), Some(&[("cpu", "1"), ("memory", "1Gi")])),
             2,
-            &cpu
+            &cpu,
+            None
         ));
         // Volcano's omitempty: a zeroed gang comes back without minMember and minResources,
         // which must not read as drift (or every reconcile would patch it again).
-        assert!(pod_group_holds_gang(&live(None, None), 0, &BTreeMap::new()));
-        assert!(!pod_group_holds_gang(&live(None, None), 0, &cpu));
+        assert!(pod_group_holds_gang(
+            &live(None, None),
+            0,
+            &BTreeMap::new(),
+            None
+        ));
+        assert!(!pod_group_holds_gang(&live(None, None), 0, &cpu, None));
         assert!(pod_group_holds_gang(
             &live(None, Some(&[("cpu", "1")])),
             0,
-            &cpu
+            &cpu,
+            None
         ));
         assert!(!pod_group_holds_gang(
             &live(None, Some(&[("cpu", "1")])),
             1,
-            &cpu
+            &cpu,
+            None
         ));
         // A quantity that does not parse, on either side, never matches.
         assert!(!pod_group_holds_gang(
             &live(Some(1), Some(&[("cpu", "lots")])),
             1,
-            &quantities(&[("cpu", "lots")])
+            &quantities(&[("cpu", "lots")]),
+            None
         ));
         assert!(!pod_group_holds_gang(
             &live(Some(1), Some(&[("cpu", "1")])),
             1,
-            &quantities(&[("cpu", "x")])
+            &quantities(&[("cpu", "x")]),
+            None
         ));
+    }
+
+    const GPU_AND_CPU: &str = r#"
+    - groupName: cpu
+      replicas: 8
+      minReplicas: 4
+      maxReplicas: 8
+      template: {spec: {containers: [{name: w, resources: {requests: {cpu: "1"}}}]}}
+    - groupName: gpu
+      replicas: 4
+      minReplicas: 4
+      maxReplicas: 4
+      template: {spec: {containers: [{name: w, resources: {limits: {nvidia.com/gpu: "1"}}}]}}
+    - groupName: tpu
+      replicas: 3
+      minReplicas: 2
+      maxReplicas: 3
+      numOfHosts: 4
+      template: {spec: {containers: [{name: w, resources: {limits: {google.com/tpu: "4"}}}]}}
+    - groupName: elastic
+      minReplicas: 0
+      maxReplicas: 5
+      template: {spec: {containers: [{name: w}]}}
+    - groupName: parked
+      suspend: true
+      replicas: 2
+      template: {spec: {containers: [{name: w}]}}
+"#;
+
+    /// (name, selector, keys, size, min) of each policy.
+    fn policy_rows(pg: &PodGroup) -> Vec<(String, String, String, i32, i32)> {
+        pg.spec
+            .sub_group_policy
+            .iter()
+            .flatten()
+            .map(|p| {
+                let selector = p
+                    .label_selector
+                    .as_ref()
+                    .and_then(|s| s.match_labels.as_ref());
+                let selector: Vec<String> = selector
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                (
+                    p.name.clone().unwrap_or_default(),
+                    selector.join(","),
+                    p.match_label_keys.clone().unwrap_or_default().join(","),
+                    p.sub_group_size.unwrap_or(-1),
+                    p.min_sub_groups.unwrap_or(-1),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_worker_group_with_a_minimum_is_a_sub_gang_and_multi_host_replicas_bind_whole() {
+        let pg = ray_job_pod_group(&job(&job_yaml("", GPU_AND_CPU))).unwrap();
+        // minMember and minResources are what they are without sub-groups: 1 + 8 + 4 + 3×4.
+        assert_eq!(pg.spec.min_member, Some(25));
+        let row = |name: &str, key: &str, size: i32, min: i32| {
+            (
+                name.to_string(),
+                format!("ray.io/group={name},ray.io/node-type=worker"),
+                key.to_string(),
+                size,
+                min,
+            )
+        };
+        assert_eq!(
+            policy_rows(&pg),
+            [
+                row("cpu", "ray.io/group", 8, 1),
+                row("gpu", "ray.io/group", 4, 1),
+                row("tpu", "ray.io/worker-group-replica-name", 4, 3),
+            ]
+        );
+
+        // With autoscaling the minimum is minReplicas, as for minMember: the 4 CPU workers above
+        // it cannot stand in for a GPU worker.
+        let mut rayjob = job(&job_yaml("", GPU_AND_CPU));
+        rayjob
+            .spec
+            .ray_cluster_spec
+            .as_mut()
+            .unwrap()
+            .enable_in_tree_autoscaling = Some(true);
+        let pg = ray_job_pod_group(&rayjob).unwrap();
+        assert_eq!(pg.spec.min_member, Some(17));
+        assert_eq!(
+            policy_rows(&pg),
+            [
+                row("cpu", "ray.io/group", 4, 1),
+                row("gpu", "ray.io/group", 4, 1),
+                row("tpu", "ray.io/worker-group-replica-name", 4, 2),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_head_only_cluster_has_no_sub_groups_and_the_policy_serializes_as_volcanos_crd() {
+        let pg = ray_job_pod_group(&job(&job_yaml("", "      []"))).unwrap();
+        assert_eq!(pg.spec.sub_group_policy, None);
+        let pg = ray_job_pod_group(&job(&job_yaml("", GPU_AND_CPU))).unwrap();
+        let json = serde_json::to_value(&pg.spec).unwrap();
+        assert_eq!(
+            json["subGroupPolicy"][2],
+            serde_json::json!({
+                "name": "tpu",
+                "labelSelector": {"matchLabels": {"ray.io/group": "tpu", "ray.io/node-type": "worker"}},
+                "matchLabelKeys": ["ray.io/worker-group-replica-name"],
+                "subGroupSize": 4,
+                "minSubGroups": 3
+            })
+        );
+    }
+
+    #[test]
+    fn sub_group_policies_are_drift_only_when_they_differ_from_the_stored_form() {
+        let pg = ray_job_pod_group(&job(&job_yaml("", GPU_AND_CPU))).unwrap();
+        let wanted = pg.spec.sub_group_policy.clone().unwrap();
+        let min_member = pg.spec.min_member.unwrap();
+        let min_resources = pg.spec.min_resources.clone().unwrap();
+        let holds = |live: &PodGroupSpec, sub_groups: Option<&[SubGroupPolicySpec]>| {
+            pod_group_holds_gang(live, min_member, &min_resources, sub_groups)
+        };
+        assert!(holds(&pg.spec, Some(&wanted)));
+        // The API server fills in the CRD's defaults and drops empty lists: still in sync.
+        let mut defaulted = wanted.clone();
+        defaulted[0].min_sub_groups = Some(0);
+        let mut live = pg.spec.clone();
+        live.sub_group_policy = Some(defaulted.clone());
+        let mut wanted_unset = defaulted;
+        wanted_unset[0].min_sub_groups = None;
+        assert!(holds(&live, Some(&wanted_unset)));
+        // A PodGroup from before sub-gangs, or with another size, is drift …
+        let mut old = pg.spec.clone();
+        old.sub_group_policy = None;
+        assert!(!holds(&old, Some(&wanted)));
+        let mut resized = pg.spec.clone();
+        resized.sub_group_policy.as_mut().unwrap()[2].min_sub_groups = Some(2);
+        assert!(!holds(&resized, Some(&wanted)));
+        // … unless the CRD has no subGroupPolicy, when the field is never compared.
+        assert!(holds(&old, None));
+        // No policies wanted: an absent and an empty list are the same.
+        assert!(holds(&old, Some(&[])));
     }
 }

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -39,6 +39,39 @@ pub struct PodGroupSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_resources: Option<BTreeMap<String, Quantity>>,
     /// Network-topology constraint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_topology: Option<NetworkTopologySpec>,
+    /// Sub-gangs inside the gang (Volcano v1.14; older PodGroup CRDs prune the field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_group_policy: Option<Vec<SubGroupPolicySpec>>,
+}
+
+/// One entry of a PodGroup's `spec.subGroupPolicy` (Volcano v1.14).
+///
+/// Volcano puts each member Pod into the first policy whose `labelSelector` it matches and
+/// that finds every `matchLabelKeys` label on it, non-empty; Pods with equal values of those
+/// labels form one sub-group. A sub-group binds only when `subGroupSize` of its Pods can, and
+/// the whole gang only when at least `minSubGroups` of the policy's sub-groups can (see
+/// docs/upstream.md, "Volcano: sub-groups").
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SubGroupPolicySpec {
+    /// Name of the policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Which member Pods the policy covers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<LabelSelector>,
+    /// Labels whose values split the covered Pods into sub-groups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub match_label_keys: Option<Vec<String>>,
+    /// Pods each sub-group needs bound together (CRD default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_group_size: Option<i32>,
+    /// Sub-groups that must be able to bind before any Pod of the gang does (CRD default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_sub_groups: Option<i32>,
+    /// Network-topology constraint of each sub-group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_topology: Option<NetworkTopologySpec>,
 }

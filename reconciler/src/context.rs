@@ -19,7 +19,7 @@ use tokio::sync::watch;
 
 use crate::Config;
 use crate::dashboard::DashboardError;
-use crate::exec::Writer;
+use crate::exec::{SubGroupSupport, Writer};
 use crate::freshness::Superseded;
 use crate::metrics::Metrics;
 
@@ -171,6 +171,8 @@ pub struct Context {
     recorder: Arc<Recorder>,
     /// Cached versions of RayJobs and RayClusters that this term's own writes replaced.
     pub superseded: Superseded,
+    /// Whether PodGroups get sub-group policies (the PodGroup CRD keeps them).
+    pub sub_groups: Arc<SubGroupSupport>,
 }
 
 /// Where a namespace stands for raygate.
@@ -237,10 +239,12 @@ impl Context {
                 instance: config.leader_election.as_ref().map(|l| l.identity.clone()),
             },
         ));
+        let sub_groups = Arc::new(SubGroupSupport::new(metrics.clone()));
         Ok(Arc::new(Context {
             client,
             config,
             metrics,
+            sub_groups,
             namespaces: store,
             shutdown,
             recorder,
@@ -253,7 +257,13 @@ impl Context {
     where
         K: Resource<DynamicType = ()>,
     {
-        Writer::new(&self.client, self.recorder.clone(), namespace, owner)
+        Writer::new(
+            &self.client,
+            self.recorder.clone(),
+            self.sub_groups.clone(),
+            namespace,
+            owner,
+        )
     }
 
     /// How raygate's own RayJob and RayCluster controllers treat objects in `namespace`:

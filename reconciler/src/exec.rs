@@ -12,6 +12,7 @@
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -20,7 +21,7 @@ use kube::runtime::controller::Action as Requeue;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Api, Client, Resource, ResourceExt};
 use raygate_api::decision::{self, Decision, EventNote, PodGroupSize};
-use raygate_api::volcano::PodGroup;
+use raygate_api::volcano::{PodGroup, SubGroupPolicySpec};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -28,6 +29,7 @@ use tracing::Instrument;
 
 use crate::MANAGER_NAME;
 use crate::context::{Context, ReconcileError, api_error, is_status, object_key};
+use crate::metrics::Metrics;
 
 /// The `action` of every Event the reconciler records.
 const EVENT_ACTION: &str = "Reconcile";
@@ -118,12 +120,55 @@ where
         .map_or_else(Requeue::await_change, Requeue::requeue))
 }
 
+/// Event reason when the API server drops `spec.subGroupPolicy` from a PodGroup.
+pub const REASON_SUB_GROUP_POLICY_UNSUPPORTED: &str = "SubGroupPolicyUnsupported";
+
+/// Whether the installed PodGroup CRD keeps `spec.subGroupPolicy` (Volcano v1.14 and later).
+///
+/// Learned from the API server's answers to raygate's own PodGroup writes: a CRD without the
+/// field prunes it, so a create or patch that sent sub-group policies and got a PodGroup back
+/// without any shows the field is not there. raygate assumes it is until then; afterwards (until
+/// the reconciler restarts) PodGroups get and are compared by `minMember` and `minResources`
+/// only, as before sub-gangs (docs/reconciler.md, "Sub-gangs").
+pub struct SubGroupSupport {
+    dropped: AtomicBool,
+    metrics: Arc<Metrics>,
+}
+
+impl SubGroupSupport {
+    /// Support assumed, reported in `metrics`.
+    pub fn new(metrics: Arc<Metrics>) -> Self {
+        Self {
+            dropped: AtomicBool::new(false),
+            metrics,
+        }
+    }
+
+    /// Whether PodGroups get sub-group policies.
+    pub fn supported(&self) -> bool {
+        !self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Records the answer to a write that sent `sent`; true when it is the first to show the
+    /// field dropped (the one that says so).
+    fn observe(&self, sent: Option<&[SubGroupPolicySpec]>, answer: &PodGroup) -> bool {
+        let sent = sent.is_some_and(|s| !s.is_empty());
+        let kept = (answer.spec.sub_group_policy.as_ref()).is_some_and(|s| !s.is_empty());
+        if !sent || kept || self.dropped.swap(true, Ordering::Relaxed) {
+            return false;
+        }
+        self.metrics.set_sub_group_policy_unsupported();
+        true
+    }
+}
+
 /// Writes in one namespace on behalf of one reconciled object, which Events are about.
 pub(crate) struct Writer {
     client: Client,
     namespace: String,
     recorder: Arc<Recorder>,
     regarding: ObjectReference,
+    sub_groups: Arc<SubGroupSupport>,
 }
 
 impl Writer {
@@ -131,6 +176,7 @@ impl Writer {
     pub(crate) fn new<K>(
         client: &Client,
         recorder: Arc<Recorder>,
+        sub_groups: Arc<SubGroupSupport>,
         namespace: &str,
         owner: &K,
     ) -> Self
@@ -142,6 +188,49 @@ impl Writer {
             namespace: namespace.to_string(),
             recorder,
             regarding: owner.object_ref(&()),
+            sub_groups,
+        }
+    }
+
+    /// Creates a PodGroup unless it exists, and learns from the answer whether the CRD kept
+    /// its sub-group policies ([`SubGroupSupport`]).
+    pub(crate) async fn create_pod_group(
+        &self,
+        pod_group: &PodGroup,
+    ) -> Result<(), ReconcileError> {
+        let what = format!("PodGroup {}", pod_group.name_any());
+        let post = PostParams {
+            field_manager: Some(MANAGER_NAME.to_string()),
+            ..PostParams::default()
+        };
+        match self.api::<PodGroup>().create(&post, pod_group).await {
+            Ok(created) => {
+                tracing::info!("{what} created");
+                self.learn_sub_groups(pod_group.spec.sub_group_policy.as_deref(), &created)
+                    .await;
+                Ok(())
+            }
+            Err(e) if is_status(&e, 409) => Ok(()),
+            Err(e) => Err(api_error(format!("create {what}"))(e)),
+        }
+    }
+
+    /// Says once, as a Warning Event and in `raygate_volcano_sub_group_policy_supported`, that
+    /// the API server dropped the sub-group policies of a PodGroup.
+    async fn learn_sub_groups(&self, sent: Option<&[SubGroupPolicySpec]>, answer: &PodGroup) {
+        if self.sub_groups.observe(sent, answer) {
+            tracing::warn!(
+                pod_group = %answer.name_any(),
+                "the PodGroup CRD has no spec.subGroupPolicy; PodGroups get minMember and minResources only"
+            );
+            self.publish(&EventNote::warning(
+                REASON_SUB_GROUP_POLICY_UNSUPPORTED,
+                format!(
+                    "PodGroup {}: the API server dropped spec.subGroupPolicy, so the installed PodGroup CRD (scheduling.volcano.sh/v1beta1) has no sub-groups (Volcano before v1.14); raygate falls back to minMember and minResources, which do not say which Pods make up the gang. Install Volcano v1.14 or later for sub-gangs",
+                    answer.name_any()
+                ),
+            ))
+            .await;
         }
     }
 
@@ -244,25 +333,35 @@ impl Writer {
         }
     }
 
-    /// Sets `spec.minMember` and `spec.minResources` of a PodGroup and nothing else: its
-    /// queue, priority and Volcano's status stay as they are. A PodGroup that is gone is left
-    /// gone; the next pass, woken by its deletion, creates it where it is needed.
+    /// Sets `spec.minMember`, `spec.minResources` and (when the size has them)
+    /// `spec.subGroupPolicy` of a PodGroup and nothing else: its queue, priority and Volcano's
+    /// status stay as they are. A PodGroup that is gone is left gone; the next pass, woken by its
+    /// deletion, creates it where it is needed.
     pub(crate) async fn resize_pod_group(&self, size: &PodGroupSize) -> Result<(), ReconcileError> {
-        let patch: json_patch::Patch = serde_json::from_value(json!([
-            {"op": "add", "path": "/spec/minMember", "value": size.min_member},
-            {"op": "add", "path": "/spec/minResources", "value": size.min_resources},
-        ]))
-        .map_err(|e| ReconcileError::Build {
-            what: format!("resize patch of PodGroup {}", size.name),
-            reason: e.to_string(),
-        })?;
+        let mut operations = vec![
+            json!({"op": "add", "path": "/spec/minMember", "value": size.min_member}),
+            json!({"op": "add", "path": "/spec/minResources", "value": size.min_resources}),
+        ];
+        if let Some(policies) = &size.sub_group_policy {
+            operations
+                .push(json!({"op": "add", "path": "/spec/subGroupPolicy", "value": policies}));
+        }
+        let patch: json_patch::Patch =
+            serde_json::from_value(Value::Array(operations)).map_err(|e| {
+                ReconcileError::Build {
+                    what: format!("resize patch of PodGroup {}", size.name),
+                    reason: e.to_string(),
+                }
+            })?;
         match self
             .api::<PodGroup>()
             .patch(&size.name, &Self::patch_params(), &Patch::<()>::Json(patch))
             .await
         {
-            Ok(_) => {
+            Ok(resized) => {
                 tracing::info!(pod_group = %size.name, min_member = size.min_member, "PodGroup resized");
+                self.learn_sub_groups(size.sub_group_policy.as_deref(), &resized)
+                    .await;
                 Ok(())
             }
             Err(e) if is_status(&e, 404) => Ok(()),
@@ -353,7 +452,8 @@ mod tests {
         let mut owner = ConfigMap::default();
         owner.metadata.name = Some("owner".into());
         owner.metadata.namespace = Some("team".into());
-        Writer::new(client, recorder, "team", &owner)
+        let support = Arc::new(SubGroupSupport::new(Arc::new(Metrics::new())));
+        Writer::new(client, recorder, support, "team", &owner)
     }
 
     fn size() -> PodGroupSize {
@@ -361,6 +461,7 @@ mod tests {
             name: "ray-demo-pg".into(),
             min_member: 3,
             min_resources: Default::default(),
+            sub_group_policy: None,
         }
     }
 
@@ -529,5 +630,114 @@ mod tests {
             .expect_err("the pass stops");
         assert!(failed.error.is_conflict());
         assert!(events(&seen.lock().expect("lock")).is_empty());
+    }
+
+    /// A fake API server whose PodGroup CRD has no `subGroupPolicy`: it answers a PodGroup
+    /// create or patch with the object written, less that field (as structural pruning does).
+    fn pruning_api() -> (Client, Arc<Mutex<Vec<Seen>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let service = tower::service_fn(move |request: Request<kube::client::Body>| {
+            let log = log.clone();
+            async move {
+                let method = request.method().to_string();
+                let uri = request.uri().to_string();
+                let body = request.into_body().collect().await?.to_bytes();
+                let body = String::from_utf8_lossy(&body).into_owned();
+                log.lock()
+                    .expect("lock")
+                    .push((method, uri.clone(), body.clone()));
+                let answer = if uri.contains("/events") {
+                    body
+                } else {
+                    let mut pg = serde_json::to_value(pod_group()).expect("JSON");
+                    if let Ok(written) = serde_json::from_str::<Value>(&body)
+                        && written.is_object()
+                    {
+                        pg = written;
+                    }
+                    pg["spec"]
+                        .as_object_mut()
+                        .map(|spec| spec.remove("subGroupPolicy"));
+                    pg["spec"]["minMember"] = json!(3);
+                    pg.to_string()
+                };
+                Response::builder()
+                    .status(if uri.contains("/events") { 201 } else { 200 })
+                    .header("content-type", "application/json")
+                    .body(Full::new(Bytes::from(answer)))
+                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
+            }
+        });
+        (Client::new(service, "default"), seen)
+    }
+
+    fn policy() -> Vec<SubGroupPolicySpec> {
+        vec![SubGroupPolicySpec {
+            name: Some("gpu".into()),
+            sub_group_size: Some(2),
+            min_sub_groups: Some(1),
+            ..SubGroupPolicySpec::default()
+        }]
+    }
+
+    #[tokio::test]
+    async fn a_dropped_sub_group_policy_is_said_once_and_turns_sub_groups_off() {
+        let (client, seen) = pruning_api();
+        let metrics = Arc::new(Metrics::new());
+        let support = Arc::new(SubGroupSupport::new(metrics.clone()));
+        let recorder = Arc::new(Recorder::new(
+            client.clone(),
+            kube::runtime::events::Reporter {
+                controller: MANAGER_NAME.to_string(),
+                instance: None,
+            },
+        ));
+        let mut owner = ConfigMap::default();
+        owner.metadata.name = Some("owner".into());
+        owner.metadata.namespace = Some("team".into());
+        let writer = Writer::new(&client, recorder, support.clone(), "team", &owner);
+        assert!(support.supported());
+        assert!(
+            metrics
+                .encode()
+                .contains("raygate_volcano_sub_group_policy_supported 1")
+        );
+
+        // A PodGroup without policies says nothing about the CRD.
+        writer
+            .create_pod_group(&pod_group())
+            .await
+            .expect("created");
+        assert!(support.supported());
+
+        let mut with = pod_group();
+        with.spec.sub_group_policy = Some(policy());
+        writer.create_pod_group(&with).await.expect("created");
+        assert!(!support.supported());
+        assert!(
+            metrics
+                .encode()
+                .contains("raygate_volcano_sub_group_policy_supported 0")
+        );
+        let mut size = size();
+        size.sub_group_policy = Some(policy());
+        writer.resize_pod_group(&size).await.expect("resized");
+        let seen = seen.lock().expect("lock").clone();
+        let warnings: Vec<String> = events(&seen)
+            .into_iter()
+            .filter(|body| body.contains(REASON_SUB_GROUP_POLICY_UNSUPPORTED))
+            .collect();
+        assert_eq!(warnings.len(), 1, "said once: {seen:?}");
+        assert!(
+            warnings[0].contains("spec.subGroupPolicy"),
+            "{}",
+            warnings[0]
+        );
+        let patch = seen
+            .iter()
+            .find(|(method, _, _)| method == "PATCH")
+            .expect("the resize");
+        assert!(patch.2.contains("/spec/subGroupPolicy"), "{}", patch.2);
     }
 }

@@ -10,6 +10,7 @@
 //! | `controller_runtime_max_concurrent_reconciles` | `controller` |
 //! | `leader_election_master_status` | `name` (the Lease) |
 //! | `rest_client_requests_total` | `method`, `code` (HTTP status, `<error>` when none came back) |
+//! | `raygate_volcano_sub_group_policy_supported` | none: 1 until the API server drops a PodGroup's `spec.subGroupPolicy`, then 0 |
 //!
 //! kube-runtime keeps its work queue private, so `workqueue_depth` has no honest source and is
 //! not exported; `controller_runtime_active_workers` shows how many reconciles run at once.
@@ -68,6 +69,7 @@ pub struct Metrics {
     max_concurrent: Family<ControllerLabels, Gauge>,
     leader: Family<LeaseLabels, Gauge>,
     requests: Family<RequestLabels, Counter>,
+    sub_group_policy: Gauge,
 }
 
 fn reconcile_histogram() -> Histogram {
@@ -92,6 +94,8 @@ impl Metrics {
         let max_concurrent = Family::<ControllerLabels, Gauge>::default();
         let leader = Family::<LeaseLabels, Gauge>::default();
         let requests = Family::<RequestLabels, Counter>::default();
+        let sub_group_policy = Gauge::default();
+        sub_group_policy.set(1);
         registry.register(
             "controller_runtime_reconcile",
             "Total number of reconciliations per controller",
@@ -127,6 +131,11 @@ impl Metrics {
             "Number of HTTP requests to the API server, partitioned by method and status code",
             requests.clone(),
         );
+        registry.register(
+            "raygate_volcano_sub_group_policy_supported",
+            "Whether the PodGroup CRD keeps spec.subGroupPolicy (1), or the API server dropped it from a PodGroup raygate wrote (0)",
+            sub_group_policy.clone(),
+        );
         Metrics {
             registry,
             reconciles,
@@ -136,7 +145,13 @@ impl Metrics {
             max_concurrent,
             leader,
             requests,
+            sub_group_policy,
         }
+    }
+
+    /// Records that the PodGroup CRD has no `spec.subGroupPolicy`.
+    pub fn set_sub_group_policy_unsupported(&self) {
+        self.sub_group_policy.set(0);
     }
 
     /// A tower layer for the Kubernetes client's service stack that counts every request it

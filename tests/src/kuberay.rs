@@ -69,6 +69,20 @@ impl KubeRay {
         KubeRay::start_with_flags(env, namespaces, batch_scheduler, dashboards, &[]).await
     }
 
+    /// [`KubeRay::start`] without a batch scheduler and with `--feature-gates=<gates>`, e.g.
+    /// `RayMultiHostIndexing=true` (off by default in v1.5.0).
+    ///
+    /// # Panics
+    /// As [`KubeRay::start`].
+    pub async fn start_with_feature_gates(
+        env: &Env,
+        namespaces: &[&TestNamespace],
+        gates: &str,
+    ) -> KubeRay {
+        let flags = [format!("--feature-gates={gates}")];
+        KubeRay::start_with_flags(env, namespaces, None, Dashboards::SharedHead, &flags).await
+    }
+
     /// [`KubeRay::start_with`], with more operator flags (e.g. `--reconcile-concurrency=4`).
     ///
     /// # Panics

@@ -182,6 +182,7 @@ fn pod_group_findings(
                 Some((name.clone(), quantity))
             })
             .collect(),
+        sub_groups: Vec::new(),
     };
     let fields = PolicyFields {
         queue: "spec.queue",

@@ -15,7 +15,7 @@ use kube::Resource;
 use super::build::{self, BuildOptions, PodRole};
 use super::status::{self, StatusInput, is_terminating, node_type, phase};
 use crate::decision::{self, Decision, EventNote, PodGroupSize, STEADY_REQUEUE};
-use crate::keys::{HEAD_NODE_TYPE, WORKER_NODE_TYPE};
+use crate::keys::{self, HEAD_NODE_TYPE, WORKER_NODE_TYPE};
 use crate::onboarding::{self, GangMembership, Labels, RayPodRole};
 use crate::ray::v1::{RayCluster, RayClusterStatus, WorkerGroupSpec};
 use crate::sizing::{self, SizingError};
@@ -32,6 +32,9 @@ pub struct Snapshot<'a> {
     pub pod_group: Option<&'a PodGroup>,
     /// Whether the namespace is opted into Volcano (`raygate.io/scheduler=volcano`).
     pub volcano: bool,
+    /// Whether the PodGroup CRD has `spec.subGroupPolicy` (Volcano v1.14); without it the
+    /// PodGroup holds only `minMember` and `minResources` (see `crate::sizing`).
+    pub sub_groups: bool,
     /// The current time (status timestamps).
     pub now: &'a Time,
     /// A write of this pass that failed: the decision is then only the status that says so.
@@ -117,7 +120,7 @@ pub fn decide(
             ))));
         }
         let sizing_failure = if observed.volcano {
-            pod_group_actions(cluster, observed.pod_group, &mut actions).err()
+            pod_group_actions(cluster, observed, &mut actions).err()
         } else {
             None
         };
@@ -226,35 +229,45 @@ fn failure(cluster: &RayCluster, validation: &ValidationContext) -> Option<Strin
 /// none of its own. A suspended cluster's group is zeroed so it holds no queue capacity.
 fn pod_group_actions(
     cluster: &RayCluster,
-    existing: Option<&PodGroup>,
+    observed: &Snapshot<'_>,
     actions: &mut Vec<Action>,
 ) -> Result<(), String> {
+    let existing = observed.pod_group;
     let wanted = match sizing::ray_cluster_pod_group(cluster) {
         Ok(pg) => pg,
         Err(SizingError::OwnedByRayJob { .. }) => return Ok(()),
         Err(e) => return Err(e.to_string()),
     };
-    let (min_member, min_resources) = if cluster.spec.suspend == Some(true) {
-        (0, BTreeMap::new())
+    let (min_member, min_resources, sub_groups) = if cluster.spec.suspend == Some(true) {
+        (0, BTreeMap::new(), Vec::new())
     } else {
         (
             wanted.spec.min_member.unwrap_or(0),
             wanted.spec.min_resources.clone().unwrap_or_default(),
+            wanted.spec.sub_group_policy.clone().unwrap_or_default(),
         )
     };
+    let sub_groups = observed.sub_groups.then_some(sub_groups);
     match existing {
         None => {
             let mut pg = wanted;
             pg.spec.min_member = Some(min_member);
             pg.spec.min_resources = Some(min_resources);
+            pg.spec.sub_group_policy = sub_groups.filter(|s| !s.is_empty());
             actions.push(Action::CreatePodGroup(Box::new(pg)));
         }
         Some(pg) => {
-            if !sizing::pod_group_holds_gang(&pg.spec, min_member, &min_resources) {
+            if !sizing::pod_group_holds_gang(
+                &pg.spec,
+                min_member,
+                &min_resources,
+                sub_groups.as_deref(),
+            ) {
                 actions.push(Action::ResizePodGroup(PodGroupSize {
                     name: wanted.metadata.name.clone().unwrap_or_default(),
                     min_member,
                     min_resources,
+                    sub_group_policy: sub_groups,
                 }));
             }
         }
@@ -315,7 +328,7 @@ fn pod_actions(
         actions.push(delete(extra, "more than one head Pod"));
     }
     if heads.is_empty() {
-        creates.push((PodRole::Head, 1usize));
+        creates.push((PodRole::Head, None));
     }
 
     // Workers, group by group.
@@ -333,37 +346,95 @@ fn pod_actions(
         actions.push(delete(pod, "its worker group is no longer in the spec"));
     }
     for group in groups {
-        let count = worker_group_actions(group, pods, actions);
-        if count > 0 {
-            creates.push((PodRole::Worker(group), count));
+        for replica in worker_group_actions(cluster, group, pods, actions) {
+            creates.push((PodRole::Worker(group), replica));
         }
     }
 
     let mut names: BTreeSet<String> = taken.iter().map(|s| s.to_string()).collect();
-    for (role, count) in creates {
-        let mut slot = 0u32;
-        for _ in 0..count {
-            let name = loop {
-                let candidate = build::pod_name(cluster, role, slot);
-                slot += 1;
-                if !names.contains(&candidate) {
-                    break candidate;
-                }
-            };
-            names.insert(name.clone());
-            let pod = build::build_pod(cluster, role, &name, options);
-            let pod = if observed.volcano {
-                onboard(cluster, pod, role, warnings)
-            } else {
-                pod
-            };
-            actions.push(Action::CreatePod(Box::new(pod)));
+    let mut slots: BTreeMap<&str, u32> = BTreeMap::new();
+    for (role, replica) in creates {
+        let group = match role {
+            PodRole::Head => HEAD_NODE_TYPE,
+            PodRole::Worker(g) => g.group_name.as_str(),
+        };
+        // A replica's host has a slot of its own, so a pass that asks again for a Pod it
+        // already created (a stale view) asks for the same name.
+        let mut own_slot = replica.as_ref().map(|r| r.slot);
+        let slot = slots.entry(group).or_default();
+        let slot = own_slot.as_mut().unwrap_or(slot);
+        let name = loop {
+            let candidate = build::pod_name(cluster, role, *slot);
+            *slot += 1;
+            if !names.contains(&candidate) {
+                break candidate;
+            }
+        };
+        names.insert(name.clone());
+        let mut pod = build::build_pod(cluster, role, &name, options);
+        if let Some(replica) = replica {
+            replica.label(&mut pod);
         }
+        let pod = if observed.volcano {
+            onboard(cluster, pod, role, warnings)
+        } else {
+            pod
+        };
+        actions.push(Action::CreatePod(Box::new(pod)));
     }
 }
 
-/// Deletions for one worker group; returns how many Pods to create.
-fn worker_group_actions(group: &WorkerGroupSpec, pods: &[Pod], actions: &mut Vec<Action>) -> usize {
+/// Where a new Pod of a multi-host group goes: its replica and its host in it, as KubeRay's
+/// RayMultiHostIndexing labels them (`crate::keys::REPLICA_NAME_LABEL` and its siblings). The
+/// Volcano sub-gangs of `crate::sizing` split the group by replica name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaSlot {
+    /// `ray.io/worker-group-replica-name`: `<group>-<5 characters>`.
+    pub name: String,
+    /// `ray.io/worker-group-replica-index`.
+    pub index: u32,
+    /// `ray.io/replica-host-index`.
+    pub host: u32,
+    /// Where the Pod's name is looked for first: `index × numOfHosts + host`.
+    pub slot: u32,
+}
+
+impl ReplicaSlot {
+    fn label(&self, pod: &mut Pod) {
+        let labels = pod.metadata.labels.get_or_insert_with(BTreeMap::new);
+        labels.insert(keys::REPLICA_NAME_LABEL.to_string(), self.name.clone());
+        labels.insert(
+            keys::REPLICA_INDEX_LABEL.to_string(),
+            self.index.to_string(),
+        );
+        labels.insert(keys::HOST_INDEX_LABEL.to_string(), self.host.to_string());
+    }
+}
+
+/// The name of replica `index` of a multi-host group: `<group>-` and five characters derived
+/// from the cluster UID, the group and the index, so a stale view that asks again for a
+/// replica already created asks for the same name.
+fn replica_name(cluster: &RayCluster, group: &str, index: u32) -> String {
+    let uid = cluster.metadata.uid.as_deref().unwrap_or_default();
+    let suffix = build::pod_name_suffix(uid, &format!("{group}/replica"), index);
+    format!("{group}-{suffix}")
+}
+
+fn label_of<'p>(pod: &'p Pod, key: &str) -> Option<&'p str> {
+    (pod.metadata.labels.as_ref())
+        .and_then(|l| l.get(key))
+        .map(String::as_str)
+        .filter(|v| !v.is_empty())
+}
+
+/// Deletions for one worker group; returns the Pods to create (a replica slot each in a
+/// multi-host group, `None` in a single-host one).
+fn worker_group_actions(
+    cluster: &RayCluster,
+    group: &WorkerGroupSpec,
+    pods: &[Pod],
+    actions: &mut Vec<Action>,
+) -> Vec<Option<ReplicaSlot>> {
     let to_delete: BTreeSet<&str> = group
         .scale_strategy
         .as_ref()
@@ -389,6 +460,10 @@ fn worker_group_actions(group: &WorkerGroupSpec, pods: &[Pod], actions: &mut Vec
             remaining.push(pod);
         }
     }
+    let hosts = group.num_of_hosts.unwrap_or(1).max(1);
+    if hosts > 1 {
+        return multi_host_actions(cluster, group, hosts, remaining, unhealthy, actions);
+    }
     let desired = usize::try_from(status::desired_pods(group)).unwrap_or(usize::MAX);
     if remaining.len() > desired {
         // Scale down: Pods that are not running yet go first, then the newest.
@@ -401,13 +476,118 @@ fn worker_group_actions(group: &WorkerGroupSpec, pods: &[Pod], actions: &mut Vec
         for pod in order.take(remaining.len() - desired) {
             actions.push(delete(pod, "scaling down"));
         }
-        0
+        Vec::new()
     } else if unhealthy {
         // As KubeRay: replace unhealthy Pods on the next pass, once their deletion is seen.
-        0
+        Vec::new()
     } else {
-        desired - remaining.len()
+        vec![None; desired - remaining.len()]
     }
+}
+
+/// A multi-host group (`numOfHosts > 1`) is kept in whole replicas, each Pod labelled with its
+/// replica ([`ReplicaSlot`]), so that Volcano binds a replica whole or not at all:
+///
+/// * a Pod without a replica name (made before raygate labelled replicas) is deleted and made
+///   again in a replica, since Volcano could never count it into one;
+/// * scaling down deletes whole replicas: incomplete ones first, then those with a Pod that is
+///   not running and ready, then the newest;
+/// * scaling up first gives incomplete replicas their missing hosts, then adds replicas at the
+///   lowest free indices.
+fn multi_host_actions(
+    cluster: &RayCluster,
+    group: &WorkerGroupSpec,
+    hosts: i32,
+    remaining: Vec<&Pod>,
+    unhealthy: bool,
+    actions: &mut Vec<Action>,
+) -> Vec<Option<ReplicaSlot>> {
+    let hosts = u32::try_from(hosts).unwrap_or(1);
+    let mut replicas: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
+    for pod in remaining {
+        match label_of(pod, keys::REPLICA_NAME_LABEL) {
+            Some(replica) => replicas.entry(replica).or_default().push(pod),
+            None => actions.push(delete(
+                pod,
+                "it is in no replica of its multi-host worker group (no ray.io/worker-group-replica-name label)",
+            )),
+        }
+    }
+    let desired = u32::try_from(status::desired_pods(group) / i64::from(hosts)).unwrap_or(u32::MAX);
+    let count = u32::try_from(replicas.len()).unwrap_or(u32::MAX);
+    if count > desired {
+        let newest = |pods: &[&Pod]| {
+            pods.iter()
+                .map(|p| p.metadata.creation_timestamp.clone())
+                .max()
+        };
+        let mut order: Vec<(&str, &Vec<&Pod>)> = replicas.iter().map(|(k, v)| (*k, v)).collect();
+        order.sort_by(|(an, a), (bn, b)| {
+            let key = |pods: &[&Pod]| {
+                (
+                    pods.len() >= hosts as usize,
+                    pods.iter().all(|p| status::is_running_and_ready(p)),
+                )
+            };
+            key(a)
+                .cmp(&key(b))
+                .then_with(|| newest(b).cmp(&newest(a)))
+                .then_with(|| bn.cmp(an))
+        });
+        for (_, pods) in order.into_iter().take((count - desired) as usize) {
+            for pod in pods {
+                actions.push(delete(pod, "scaling down by whole replicas"));
+            }
+        }
+        return Vec::new();
+    }
+    if unhealthy {
+        return Vec::new();
+    }
+    let mut creates = Vec::new();
+    let mut used: BTreeSet<u32> = BTreeSet::new();
+    for (name, pods) in &replicas {
+        let index = pods
+            .iter()
+            .find_map(|p| label_of(p, keys::REPLICA_INDEX_LABEL)?.parse::<u32>().ok());
+        let Some(index) = index else { continue };
+        used.insert(index);
+        let present: BTreeSet<u32> = pods
+            .iter()
+            .filter_map(|p| label_of(p, keys::HOST_INDEX_LABEL)?.parse().ok())
+            .collect();
+        let missing = (hosts as usize).saturating_sub(pods.len());
+        creates.extend(
+            (0..hosts)
+                .filter(|h| !present.contains(h))
+                .take(missing)
+                .map(|host| {
+                    Some(ReplicaSlot {
+                        name: (*name).to_string(),
+                        index,
+                        host,
+                        slot: index.saturating_mul(hosts).saturating_add(host),
+                    })
+                }),
+        );
+    }
+    let mut index = 0;
+    for _ in count..desired {
+        while used.contains(&index) {
+            index += 1;
+        }
+        used.insert(index);
+        let name = replica_name(cluster, &group.group_name, index);
+        creates.extend((0..hosts).map(|host| {
+            Some(ReplicaSlot {
+                name: name.clone(),
+                index,
+                host,
+                slot: index.saturating_mul(hosts).saturating_add(host),
+            })
+        }));
+    }
+    creates
 }
 
 fn newest_first(pods: &mut [&Pod]) {

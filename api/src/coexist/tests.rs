@@ -107,6 +107,7 @@ fn ours(min_member: i32, min: &[(&str, &str)]) -> PodGroup {
     let mut pg = PodGroup::new("ray-demo-pg", Default::default());
     pg.spec.min_member = Some(min_member);
     pg.spec.min_resources = Some(resources(min));
+    pg.spec.sub_group_policy = (min_member > 0).then(policies);
     pg.metadata.labels = Some(BTreeMap::from([(
         keys::MANAGED_BY_LABEL.to_string(),
         keys::MANAGED_BY_RAYGATE.to_string(),
@@ -119,7 +120,14 @@ fn observed<'a>(pod_group: Option<&'a PodGroup>, cluster: Option<&'a RayCluster>
         pod_group,
         cluster,
         own_manager: OWN,
+        sub_groups: true,
     }
+}
+
+/// The sub-group policies of the fixtures' cluster spec (one 2-host group of 2 replicas).
+fn policies() -> Vec<SubGroupPolicySpec> {
+    let job = ray_job("", "");
+    sizing::sub_group_policies(job.spec.ray_cluster_spec.as_ref().expect("a cluster spec"))
 }
 
 /// head 1 CPU/2Gi + 2 replicas × 2 hosts × (500m, 1Gi, 1 GPU)
@@ -168,7 +176,8 @@ fn a_new_rayjob_gets_raygates_podgroup_without_the_submitter_in_min_member() {
     assert!(sizing::pod_group_holds_gang(
         &pg.spec,
         5,
-        &resources(JOB_GANG)
+        &resources(JOB_GANG),
+        Some(&policies())
     ));
     assert_plan!(pg.spec.queue.as_deref(), Some("research"));
     let owner = &pg.metadata.owner_references.as_ref().unwrap()[0];
@@ -207,6 +216,7 @@ fn a_running_rayjob_follows_its_spec() {
             name: "ray-demo-pg".into(),
             min_member: 5,
             min_resources: resources(JOB_GANG),
+            sub_group_policy: Some(policies()),
         })
     );
 }
@@ -223,7 +233,8 @@ fn http_mode_counts_no_submitter_resources() {
     assert!(sizing::pod_group_holds_gang(
         &pg.spec,
         5,
-        &resources(CLUSTER_GANG)
+        &resources(CLUSTER_GANG),
+        Some(&policies())
     ));
 }
 
@@ -234,6 +245,7 @@ fn suspension_and_deletion_zero_the_group_and_create_none() {
         name: "ray-demo-pg".into(),
         min_member: 0,
         min_resources: BTreeMap::new(),
+        sub_group_policy: Some(Vec::new()),
     });
     for (spec, status) in [
         ("  suspend: true", ""),
@@ -281,6 +293,7 @@ fn a_finished_rayjob_holds_only_its_live_cluster() {
             name: "ray-demo-pg".into(),
             min_member: 5,
             min_resources: resources(CLUSTER_GANG),
+            sub_group_policy: Some(policies()),
         })
     );
     for status in ["Complete", "Failed", "Retrying"] {
@@ -291,6 +304,7 @@ fn a_finished_rayjob_holds_only_its_live_cluster() {
                 name: "ray-demo-pg".into(),
                 min_member: 0,
                 min_resources: BTreeMap::new(),
+                sub_group_policy: Some(Vec::new()),
             }),
             "{status}"
         );
@@ -338,7 +352,8 @@ fn a_standalone_cluster_gets_its_own_group_zeroed_while_suspended() {
     assert!(sizing::pod_group_holds_gang(
         &pg.spec,
         5,
-        &resources(CLUSTER_GANG)
+        &resources(CLUSTER_GANG),
+        Some(&policies())
     ));
     let mut live = ours(5, CLUSTER_GANG);
     live.metadata.name = Some("ray-raycluster-pg".into());
@@ -351,6 +366,7 @@ fn a_standalone_cluster_gets_its_own_group_zeroed_while_suspended() {
             name: "ray-raycluster-pg".into(),
             min_member: 0,
             min_resources: BTreeMap::new(),
+            sub_group_policy: Some(Vec::new()),
         })
     );
 }

@@ -282,6 +282,9 @@ pub struct Snapshot<'a> {
     pub head_pod: Option<&'a Pod>,
     /// The RayJob's PodGroup `ray-<rayjob>-pg`, if it exists.
     pub pod_group: Option<&'a PodGroup>,
+    /// Whether the PodGroup CRD has `spec.subGroupPolicy` (Volcano v1.14); without it the
+    /// PodGroup holds only `minMember` and `minResources` (see `crate::sizing`).
+    pub sub_groups: bool,
     /// The RayJob head Service `<rayjob>-head-svc`, if it exists (read while Running, see
     /// [`job_head_service_query`]).
     pub job_head_service: Option<&'a Service>,

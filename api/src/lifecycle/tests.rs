@@ -168,6 +168,7 @@ impl World {
             submitter: self.submitter.as_ref(),
             head_pod: None,
             pod_group: self.pod_group.as_ref(),
+            sub_groups: true,
             job_head_service: self.job_head_service.as_ref(),
             ray_job: self.ray_job.clone(),
             fresh: FreshSuffixes {

@@ -97,6 +97,7 @@ async fn reconcile_rayjob(
                 pod_group: pod_group.as_deref(),
                 cluster: cluster.as_deref(),
                 own_manager: MANAGER_NAME,
+                sub_groups: ctx.sub_groups.supported(),
             },
         );
         Ok(exec::carry_out(&writer, &mut Performer { writer: &writer }, decision).await?)
@@ -123,6 +124,7 @@ async fn reconcile_raycluster(
                 pod_group: pod_group.as_deref(),
                 cluster: None,
                 own_manager: MANAGER_NAME,
+                sub_groups: ctx.sub_groups.supported(),
             },
         );
         Ok(exec::carry_out(&writer, &mut Performer { writer: &writer }, decision).await?)
@@ -151,7 +153,7 @@ impl Perform<Action> for Performer<'_> {
     async fn perform(&mut self, action: Action) -> Result<(), ReconcileError> {
         let writer = self.writer;
         match action {
-            Action::CreatePodGroup(pg) => writer.create(&*pg).await,
+            Action::CreatePodGroup(pg) => writer.create_pod_group(&pg).await,
             Action::ResizePodGroup(size) => writer.resize_pod_group(&size).await,
             // Events are published by `exec::carry_out`.
             Action::Event(_) => Ok(()),

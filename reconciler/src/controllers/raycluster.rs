@@ -133,6 +133,7 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
                 head_service: head_service.as_deref(),
                 pod_group: pod_group.as_deref(),
                 volcano,
+                sub_groups: ctx.sub_groups.supported(),
                 now: &now,
                 failed_write,
             },
@@ -206,7 +207,7 @@ impl Perform<Action> for Performer<'_> {
         let writer = self.writer;
         match action {
             Action::CreateService(service) => writer.create(&*service).await,
-            Action::CreatePodGroup(pg) => writer.create(&*pg).await,
+            Action::CreatePodGroup(pg) => writer.create_pod_group(&pg).await,
             Action::ResizePodGroup(size) => writer.resize_pod_group(&size).await,
             Action::CreatePod(pod) => {
                 let what = format!("Pod {}", pod.name_any());

@@ -155,6 +155,7 @@ async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> 
         submitter: submitter.as_deref(),
         head_pod: head_pod.as_deref(),
         pod_group: pod_group.as_deref(),
+        sub_groups: shared.ctx.sub_groups.supported(),
         job_head_service: job_head_service.as_deref(),
         ray_job,
         fresh: FreshSuffixes::from_entropy(entropy()),
@@ -283,7 +284,7 @@ impl Perform<Action> for RayJobWrites<'_> {
                 self.superseded.forget(&self.uid);
                 info!("finalizer removed");
             }
-            Action::CreatePodGroup(pod_group) => writer.create(&*pod_group).await?,
+            Action::CreatePodGroup(pod_group) => writer.create_pod_group(&pod_group).await?,
             Action::ResizePodGroup(size) => writer.resize_pod_group(&size).await?,
             Action::CreateRayCluster(cluster) => {
                 let what = format!("RayCluster {}", cluster.name_any());

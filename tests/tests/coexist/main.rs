@@ -13,6 +13,9 @@
 //!   and the PodGroups raygate sizes are compared with the ones that KubeRay sizes itself.
 //! * `real_nodes`: the same RayJob under raygate and under KubeRay forms a real Ray cluster of
 //!   the same shape on the real nodes;
+//! * `sub_gangs`: with Volcano's real scheduler, a GPU group that cannot be placed keeps the
+//!   whole autoscaling cluster unbound although its head and CPU workers fit, and a multi-host
+//!   group binds in whole replicas only;
 //! * `validation`: the webhook refuses a feature raygate's reconciler lacks only where the
 //!   namespace's `raygate.io/reconciler` label hands the namespace to raygate.
 //!
@@ -24,6 +27,7 @@ mod gang;
 mod lifecycle;
 mod oracle;
 mod real_nodes;
+mod sub_gangs;
 mod validation;
 
 use std::collections::BTreeMap;

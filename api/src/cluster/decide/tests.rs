@@ -117,6 +117,7 @@ fn plan(
             head_service: svc,
             pod_group: pg,
             volcano,
+            sub_groups: true,
             now: &now,
             failed_write: None,
         },
@@ -588,6 +589,7 @@ fn unchanged_status_is_not_rewritten() {
             head_service: Some(&service(&c)),
             pod_group: None,
             volcano: false,
+            sub_groups: true,
             now: &later,
             failed_write: None,
         },
@@ -620,6 +622,7 @@ fn decide_new(c: &RayCluster, failed_write: Option<FailedWrite<'_>>) -> Decision
             head_service: None,
             pod_group: None,
             volcano: false,
+            sub_groups: true,
             now: &now(),
             failed_write,
         },
@@ -687,4 +690,175 @@ fn a_failed_write_becomes_the_replica_failure_condition_and_nothing_else() {
         .expect("ReplicaFailure");
     assert_eq!(condition.reason, "FailedCreateWorkerPod");
     assert_eq!(condition.message, "create Pod x: forbidden");
+}
+
+/// (replica name, replica index, host index) of each worker Pod, sorted.
+fn replicas_of(pods: &[Pod]) -> Vec<(String, String, String)> {
+    let mut rows: Vec<_> = pods
+        .iter()
+        .filter(|p| node_type(p) == Some("worker"))
+        .map(|p| {
+            let label = |k: &str| label_of(p, k).unwrap_or("-").to_string();
+            (
+                label(keys::REPLICA_NAME_LABEL),
+                label(keys::REPLICA_INDEX_LABEL),
+                label(keys::HOST_INDEX_LABEL),
+            )
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+fn multi_host(replicas: i32) -> RayCluster {
+    let mut c = cluster();
+    let group = &mut c.spec.worker_group_specs.as_mut().expect("g")[0];
+    group.num_of_hosts = Some(2);
+    group.replicas = Some(replicas);
+    c
+}
+
+#[test]
+fn multi_host_pods_are_labelled_with_their_replica_and_host() {
+    let c = multi_host(2);
+    let mut pods = Vec::new();
+    converge(&c, &mut pods);
+    let rows = replicas_of(&pods);
+    assert_eq!(rows.len(), 4);
+    let names: BTreeSet<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+    assert_eq!(names.len(), 2, "{rows:?}");
+    for name in &names {
+        assert!(name.starts_with("small-") && name.len() == "small-".len() + 5);
+        let hosts: Vec<&str> = rows
+            .iter()
+            .filter(|r| r.0 == *name)
+            .map(|r| r.2.as_str())
+            .collect();
+        assert_eq!(hosts, ["0", "1"]);
+    }
+    let indices: BTreeSet<&str> = rows.iter().map(|r| r.1.as_str()).collect();
+    assert_eq!(indices, BTreeSet::from(["0", "1"]));
+    // A stale view asks for the same Pods, names and labels alike.
+    let again = created(&plan(&c, &[], None, None, false));
+    let first = created(&plan(&c, &[], None, None, false));
+    assert_eq!(again, first);
+}
+
+#[test]
+fn a_lost_host_is_replaced_in_its_replica_and_scaling_down_removes_whole_replicas() {
+    let mut c = multi_host(2);
+    let mut pods = Vec::new();
+    converge(&c, &mut pods);
+    let before = replicas_of(&pods);
+    let lost = pods
+        .iter()
+        .position(|p| {
+            label_of(p, keys::HOST_INDEX_LABEL) == Some("1")
+                && label_of(p, keys::REPLICA_INDEX_LABEL) == Some("1")
+        })
+        .expect("host 1 of replica 1");
+    pods.remove(lost);
+    let p = plan(&c, &pods, Some(&service(&c)), None, false);
+    let replacement = replicas_of(&created(&p));
+    assert_eq!(
+        replacement,
+        before
+            .iter()
+            .filter(|r| r.1 == "1" && r.2 == "1")
+            .cloned()
+            .collect::<Vec<_>>()
+    );
+    converge(&c, &mut pods);
+    assert_eq!(replicas_of(&pods), before);
+
+    // Down to one replica: both Pods of one replica go, none of the other.
+    c.spec.worker_group_specs.as_mut().expect("g")[0].replicas = Some(1);
+    let p = plan(&c, &pods, Some(&service(&c)), None, false);
+    let gone: Vec<&Pod> = pods
+        .iter()
+        .filter(|pod| deleted(&p).contains(pod.metadata.name.as_ref().expect("name")))
+        .collect();
+    assert_eq!(gone.len(), 2);
+    assert_eq!(
+        label_of(gone[0], keys::REPLICA_NAME_LABEL),
+        label_of(gone[1], keys::REPLICA_NAME_LABEL)
+    );
+    assert!(created(&p).is_empty());
+}
+
+#[test]
+fn a_multi_host_pod_in_no_replica_is_made_again_in_one() {
+    let c = multi_host(1);
+    let mut pods = Vec::new();
+    converge(&c, &mut pods);
+    let unlabelled = pods
+        .iter_mut()
+        .find(|p| node_type(p) == Some("worker"))
+        .expect("a worker");
+    let labels = unlabelled.metadata.labels.as_mut().expect("labels");
+    labels.remove(keys::REPLICA_NAME_LABEL);
+    let name = unlabelled.metadata.name.clone().expect("name");
+    let p = plan(&c, &pods, Some(&service(&c)), None, false);
+    assert_eq!(deleted(&p), [name]);
+    converge(&c, &mut pods);
+    assert_eq!(replicas_of(&pods).len(), 2);
+    assert!(replicas_of(&pods).iter().all(|r| r.0 != "-"));
+}
+
+#[test]
+fn without_sub_groups_in_the_crd_the_podgroup_keeps_only_its_size() {
+    let c = multi_host(2);
+    let now = now();
+    let decide_with = |pg: Option<&PodGroup>, sub_groups: bool| {
+        outline(
+            &c,
+            decide(
+                &c,
+                &Snapshot {
+                    pods: &[],
+                    head_service: None,
+                    pod_group: pg,
+                    volcano: true,
+                    sub_groups,
+                    now: &now,
+                    failed_write: None,
+                },
+                &ctx(),
+                &BuildOptions::default(),
+            ),
+        )
+    };
+    let create = |plan: &Plan| {
+        plan.actions.iter().find_map(|a| match a {
+            Action::CreatePodGroup(pg) => Some(pg.spec.clone()),
+            _ => None,
+        })
+    };
+    let with = create(&decide_with(None, true)).expect("a PodGroup");
+    let policies = with.sub_group_policy.clone().expect("sub-groups");
+    assert_eq!(policies[0].min_sub_groups, Some(2));
+    let without = create(&decide_with(None, false)).expect("a PodGroup");
+    assert_eq!(without.sub_group_policy, None);
+    assert_eq!(
+        (without.min_member, without.min_resources),
+        (with.min_member, with.min_resources.clone())
+    );
+
+    // A live PodGroup without the field (pruned by the CRD) is no drift then, but is where the
+    // CRD has it, and the resize sets the policies.
+    let mut live = sizing::ray_cluster_pod_group(&c).expect("pg");
+    live.spec.sub_group_policy = None;
+    let resizes = |plan: &Plan| -> Vec<PodGroupSize> {
+        plan.actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::ResizePodGroup(size) => Some(size.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    assert!(resizes(&decide_with(Some(&live), false)).is_empty());
+    let resized = resizes(&decide_with(Some(&live), true));
+    assert_eq!(resized.len(), 1);
+    assert_eq!(resized[0].sub_group_policy.as_ref(), Some(&policies));
 }

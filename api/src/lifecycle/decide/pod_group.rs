@@ -15,7 +15,10 @@ impl<'s, 'a> Pass<'s, 'a> {
         if !self.s.volcano || self.selector_mode() {
             return Ok(());
         }
-        let pod_group = sizing::ray_job_pod_group(self.s.job).map_err(|e| e.to_string())?;
+        let mut pod_group = sizing::ray_job_pod_group(self.s.job).map_err(|e| e.to_string())?;
+        if !self.s.sub_groups {
+            pod_group.spec.sub_group_policy = None;
+        }
         match self.s.pod_group {
             None => {
                 let name = pod_group.metadata.name.clone().unwrap_or_default();
@@ -26,11 +29,19 @@ impl<'s, 'a> Pass<'s, 'a> {
             Some(live) => {
                 let min_member = pod_group.spec.min_member.unwrap_or(0);
                 let min_resources = pod_group.spec.min_resources.unwrap_or_default();
-                if !sizing::pod_group_holds_gang(&live.spec, min_member, &min_resources) {
+                let sub_groups = (self.s.sub_groups)
+                    .then(|| pod_group.spec.sub_group_policy.unwrap_or_default());
+                if !sizing::pod_group_holds_gang(
+                    &live.spec,
+                    min_member,
+                    &min_resources,
+                    sub_groups.as_deref(),
+                ) {
                     self.actions.push(Action::ResizePodGroup(PodGroupSize {
                         name: live.metadata.name.clone().unwrap_or_default(),
                         min_member,
                         min_resources,
+                        sub_group_policy: sub_groups,
                     }));
                 }
             }
@@ -62,22 +73,30 @@ impl<'s, 'a> Pass<'s, 'a> {
         let Some(live) = self.s.pod_group.filter(|_| self.s.volcano) else {
             return;
         };
-        let (min_member, min_resources) = match gang {
+        let (min_member, min_resources, sub_groups) = match gang {
             Some(g) => (
                 g.min_member,
                 g.min_resources
                     .into_iter()
                     .map(|(k, v)| (k, v.to_quantity()))
                     .collect(),
+                g.sub_groups,
             ),
-            None => (0, BTreeMap::new()),
+            None => (0, BTreeMap::new(), Vec::new()),
         };
-        if !sizing::pod_group_holds_gang(&live.spec, min_member, &min_resources) {
+        let sub_groups = self.s.sub_groups.then_some(sub_groups);
+        if !sizing::pod_group_holds_gang(
+            &live.spec,
+            min_member,
+            &min_resources,
+            sub_groups.as_deref(),
+        ) {
             let name = live.metadata.name.clone().unwrap_or_default();
             self.actions.push(Action::ResizePodGroup(PodGroupSize {
                 name: name.clone(),
                 min_member,
                 min_resources,
+                sub_group_policy: sub_groups,
             }));
             self.event(
                 false,
