@@ -32,9 +32,10 @@ use serde_json::{Map, Value};
 
 use crate::features::FeatureGates;
 use crate::keys;
+use crate::pending::GangPods;
 use crate::ray::v1::{RayCluster, RayJob, RayJobStatus};
 use crate::validation::{ValidationContext, validate_ray_job};
-use crate::volcano::PodGroup;
+use crate::volcano::{PodGroup, Queue};
 
 pub use crate::decision::{EventNote, PodGroupSize};
 pub use cluster::{
@@ -282,6 +283,10 @@ pub struct Snapshot<'a> {
     pub head_pod: Option<&'a Pod>,
     /// The RayJob's PodGroup `ray-<rayjob>-pg`, if it exists.
     pub pod_group: Option<&'a PodGroup>,
+    /// The PodGroup's Volcano queue, if it exists (read when the PodGroup is).
+    pub queue: Option<&'a Queue>,
+    /// The PodGroup's member Pods ([`GangPods::of`]).
+    pub gang_pods: GangPods,
     /// The RayJob head Service `<rayjob>-head-svc`, if it exists (read while Running, see
     /// [`job_head_service_query`]).
     pub job_head_service: Option<&'a Service>,
