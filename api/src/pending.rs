@@ -32,7 +32,7 @@ pub const EXCEEDS_QUEUE_CAPABILITY: &str = "ExceedsQueueCapability";
 pub const WAITING_FOR_QUEUE_QUOTA: &str = "WaitingForQueueQuota";
 /// The nodes (or the cluster's free resources) cannot take the gang.
 pub const INSUFFICIENT_NODE_RESOURCES: &str = "InsufficientNodeResources";
-/// Fewer member Pods exist than `minMember`.
+/// Fewer member Pods exist than `minMember` (and Volcano reports the gang unschedulable).
 pub const WAITING_FOR_GANG: &str = "WaitingForGang";
 /// Reason of the False condition: the gang is bound.
 pub const GANG_SCHEDULED: &str = "GangScheduled";
@@ -177,7 +177,7 @@ pub fn gang_state(pod_group: &PodGroup, queue: Option<&Queue>, pods: GangPods) -
         }
     };
     let volcano_message = volcano.message.as_deref().unwrap_or_default();
-    if volcano.reason.as_deref() == Some(NOT_ENOUGH_TASKS) {
+    if volcano.reason.as_deref() == Some(NOT_ENOUGH_TASKS) || pods.created < min_member {
         if pods.created >= min_member {
             // Volcano counted before the last Pods arrived; its next cycle decides.
             return GangState::Undetermined;

@@ -176,6 +176,13 @@ fn too_few_member_pods_wait_for_the_gang_once_volcano_says_so() {
         message,
         "1 of minMember 3 Pods of PodGroup ray-demo-pg exist (0 bound): Volcano binds none until all 3 exist (Volcano: Not enough valid tasks for gang-scheduling, valid: 1, min: 3)"
     );
+    // Volcano v1.14 says NotEnoughResources when Pods are missing: the count decides.
+    let missing = pod_group(json!({"phase": "Inqueue", "conditions": [unschedulable(
+        "NotEnoughResources", "2/1 tasks in gang unschedulable: pod group is not ready, 1 Pending, 2 minAvailable")]}));
+    assert_eq!(
+        waiting(gang_state(&missing, Some(&open()), one)).0,
+        WAITING_FOR_GANG
+    );
     // Volcano counted before the last Pods arrived: no claim until it looks again.
     assert_eq!(
         gang_state(&pg, Some(&open()), PODS),

@@ -148,11 +148,21 @@ where
 /// Volcano's queue of a PodGroup that names none (the CRD's default).
 const DEFAULT_QUEUE: &str = "default";
 
+/// How long a pass waits for the queue watch's first list (at start-up) before it reads an
+/// empty store.
+const QUEUES_READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The queue of `pod_group` from `queues`, once the queue watch has listed (`None`: it does not
 /// exist).
 pub(crate) async fn queue_of(queues: &Store<Queue>, pod_group: &PodGroup) -> Option<Arc<Queue>> {
-    // Before its first list the store is empty, and every queue would look missing.
-    queues.wait_until_ready().await.ok()?;
+    // Before its first list the store is empty, and every queue would look missing; a watch
+    // that cannot list (no permission to read queues) must not stall the pass.
+    if tokio::time::timeout(QUEUES_READY_TIMEOUT, queues.wait_until_ready())
+        .await
+        .is_err()
+    {
+        tracing::warn!("the Volcano queue watch has not listed yet; reading an empty queue cache");
+    }
     let name = pod_group.spec.queue.as_deref().unwrap_or(DEFAULT_QUEUE);
     queues.get(&ObjectRef::new(name))
 }
