@@ -1,5 +1,6 @@
 //! `raygate follow`: follows one RayJob to the end, printing each state transition, its
-//! Volcano PodGroup and, once it is over, the Ray job's output (the main job's demo,
+//! Volcano PodGroup, why its gang is pending (its `GangPending` condition) and, once it is over,
+//! the Ray job's output (the main job's demo,
 //! `tests/env/dev`, ends with it).
 
 use std::fmt::Debug;
@@ -12,6 +13,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use raygate_api::keys;
 use raygate_api::lifecycle::DeploymentStatus;
+use raygate_api::pending;
 use raygate_api::ray::v1::RayJob;
 use raygate_api::volcano::PodGroup;
 use raygate_certs::config::parse_duration;
@@ -41,6 +43,7 @@ pub struct Args {
 struct Seen {
     rayjob: Option<String>,
     pod_group: Option<String>,
+    gang: Option<String>,
 }
 
 /// One line about the RayJob's state: deployment status, Ray's job status, reason and message.
@@ -69,6 +72,28 @@ fn rayjob_line(job: &RayJob) -> String {
         line.push_str(&format!(": {message}"));
     }
     line
+}
+
+/// One line about the RayJob's `GangPending` condition (docs/reconciler.md, "Why a gang is
+/// pending"), if it has one: the cause and its numbers while the gang waits, how the wait ended
+/// once it does not.
+fn gang_line(job: &RayJob) -> Option<String> {
+    let condition = job
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == pending::CONDITION_GANG_PENDING)?;
+    let state = if condition.status == "True" {
+        "pending"
+    } else {
+        "no longer pending"
+    };
+    Some(format!(
+        "Gang {state}: {}: {}",
+        condition.reason, condition.message
+    ))
 }
 
 /// Prints `line` unless it is the one `last` printed, and remembers it.
@@ -200,6 +225,7 @@ async fn follow(args: Args) -> Result<u8> {
             }
         };
         print_changed(&mut seen.rayjob, Some(rayjob_line(current)));
+        print_changed(&mut seen.gang, gang_line(current));
         let state = state_of(current);
         if state.is_terminal() || state == DeploymentStatus::ValidationFailed {
             break current.clone();
@@ -258,6 +284,18 @@ mod tests {
         }))
         .expect("a RayJob");
         assert_eq!(rayjob_line(&fresh), "RayJob demo: New, jobStatus -");
+        assert_eq!(gang_line(&fresh), None);
+        let waiting: RayJob = serde_json::from_value(json!({
+            "apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": "demo"}, "spec": {"entrypoint": "x"},
+            "status": {"conditions": [{"type": "GangPending", "status": "True", "reason": "QueueClosed",
+                "message": "queue gpu is Closed", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+        }))
+        .expect("a RayJob");
+        assert_eq!(
+            gang_line(&waiting).as_deref(),
+            Some("Gang pending: QueueClosed: queue gpu is Closed")
+        );
         let pg: PodGroup = serde_json::from_value(json!({
             "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
             "metadata": {"name": "ray-demo-pg"},

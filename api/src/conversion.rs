@@ -231,6 +231,7 @@ const RAY_JOB_STATUS: Level = Level {
         "failed",
         "rayJobInfo",
         "jobStatusCheckFailureStartTime",
+        "conditions",
     ],
     required_in_v1alpha1: &[],
     children: &[("rayClusterStatus", Child::Object(&RAY_CLUSTER_STATUS))],

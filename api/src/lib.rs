@@ -27,6 +27,7 @@ pub mod keys;
 pub mod lifecycle;
 pub mod manifests;
 pub mod onboarding;
+pub mod pending;
 pub mod preserve;
 pub mod quantity;
 pub mod queue_policy;

@@ -566,7 +566,8 @@ fn cluster_role(options: &InstallOptions) -> Value {
         ]);
     }
     // Admission policy (both parts), from the webhook's caches and the QueuePolicy status
-    // controller's watch: never read one by one.
+    // controller's watch, and the reconciler's queue watch (why a gang is pending): never read
+    // one by one.
     rules.extend([
         rule(&["scheduling.volcano.sh"], &["queues"], &["list", "watch"]),
         rule(&["raygate.io"], &["queuepolicies"], &["list", "watch"]),

@@ -196,6 +196,9 @@ pub struct QueueStatus {
     /// Resources allocated to the queue's Pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allocated: Option<BTreeMap<String, Quantity>>,
+    /// PodGroups of the queue in phase `Inqueue` (admitted, not yet running).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inqueue: Option<i32>,
 }
 
 /// State of a queue as raygate reasons about it.

@@ -26,7 +26,7 @@ use kube::runtime::{WatchStreamExt, utils::ResetTimerBackoff};
 use kube::{Api, Client, Resource, ResourceExt};
 use raygate_api::keys;
 use raygate_api::ray::v1::{RayCluster, RayJob};
-use raygate_api::volcano::PodGroup;
+use raygate_api::volcano::{PodGroup, Queue};
 use serde::de::DeserializeOwned;
 
 use crate::context::Shutdown;
@@ -95,10 +95,35 @@ where
         + 'static,
 {
     fn new(client: &Client, namespace: Option<&str>, labels: Option<&str>) -> Self {
+        Self::of(
+            crate::controllers::scoped_api(client, namespace),
+            watch_config(labels),
+        )
+    }
+}
+
+impl Cache<Queue> {
+    /// Every Volcano Queue (cluster-scoped, so the same in each namespace scope).
+    fn queues(client: &Client) -> Self {
+        Self::of(Api::all(client.clone()), watch_config(None))
+    }
+}
+
+impl<K> Cache<K>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    fn of(api: Api<K>, config: watcher::Config) -> Self {
         let (store, writer) = reflector::store();
         Self {
-            api: crate::controllers::scoped_api(client, namespace),
-            config: watch_config(labels),
+            api,
+            config,
             store,
             writer,
             subscribers: Vec::new(),
@@ -184,6 +209,9 @@ pub struct Caches {
     /// PodGroups, with their `managedFields`: the PodGroup-only controllers tell raygate's
     /// writes from KubeRay's by them (`raygate_api::coexist`).
     pub pod_groups: Cache<PodGroup>,
+    /// Volcano Queues: a change of a queue wakes the Ray objects whose PodGroup is in it, so
+    /// their `GangPending` condition follows (docs/reconciler.md, "Why a gang is pending").
+    pub queues: Cache<Queue>,
 }
 
 impl Caches {
@@ -199,6 +227,7 @@ impl Caches {
             services: Cache::new(client, namespace, Some(&head_services)),
             jobs: Cache::new(client, namespace, Some(&submitters)),
             pod_groups: Cache::new(client, namespace, None).keeping_managed_fields(),
+            queues: Cache::queues(client),
         }
     }
 
@@ -210,7 +239,12 @@ impl Caches {
                 self.ray_clusters.run(),
                 self.pods.run(),
             ),
-            futures::future::join3(self.services.run(), self.jobs.run(), self.pod_groups.run()),
+            futures::future::join4(
+                self.services.run(),
+                self.jobs.run(),
+                self.pod_groups.run(),
+                self.queues.run(),
+            ),
         );
         tokio::select! {
             _ = watches => {}

@@ -28,7 +28,7 @@ fn queue(name: &str, state: Option<&str>, capability: &[(&str, &str)]) -> (Strin
     );
     queue.status = Some(QueueStatus {
         state: state.map(str::to_string),
-        allocated: None,
+        ..QueueStatus::default()
     });
     (name.to_string(), Arc::new(queue))
 }

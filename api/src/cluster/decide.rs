@@ -17,10 +17,11 @@ use super::status::{self, StatusInput, is_terminating, node_type, phase};
 use crate::decision::{self, Decision, EventNote, PodGroupSize, STEADY_REQUEUE};
 use crate::keys::{self, HEAD_NODE_TYPE, WORKER_NODE_TYPE};
 use crate::onboarding::{self, GangMembership, Labels, RayPodRole};
+use crate::pending::{self, GangPods, GangState};
 use crate::ray::v1::{RayCluster, RayClusterStatus, WorkerGroupSpec};
 use crate::sizing::{self, SizingError};
 use crate::validation::{self, ValidationContext};
-use crate::volcano::PodGroup;
+use crate::volcano::{PodGroup, Queue};
 
 /// What exists for one RayCluster.
 pub struct Snapshot<'a> {
@@ -30,6 +31,8 @@ pub struct Snapshot<'a> {
     pub head_service: Option<&'a Service>,
     /// The cluster's own PodGroup `ray-<cluster>-pg`, when it exists.
     pub pod_group: Option<&'a PodGroup>,
+    /// The PodGroup's Volcano queue, if it exists (read when the PodGroup is).
+    pub queue: Option<&'a Queue>,
     /// Whether the namespace is opted into Volcano (`raygate.io/scheduler=volcano`).
     pub volcano: bool,
     /// Whether the PodGroup CRD has `spec.subGroupPolicy` (Volcano v1.14); without it the
@@ -148,6 +151,17 @@ fn finish(
             now: observed.now,
         },
     );
+    let before = cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let gang = gang_state(cluster, observed);
+    status.conditions = Some(pending::with_gang_condition(
+        status.conditions.as_deref().unwrap_or_default(),
+        &gang,
+        observed.now,
+    ));
     let mut actions = Vec::new();
     if let Some(failed) = observed.failed_write {
         status = status::with_replica_failure(status, failed.reason, failed.message, observed.now);
@@ -163,6 +177,10 @@ fn finish(
             actions.push(write);
             actions.extend(earned.map(Action::Event));
         }
+        actions.extend(
+            pending::pending_event(&before, status.conditions.as_deref().unwrap_or_default())
+                .map(Action::Event),
+        );
         if let Some(reason) = &status.reason
             && status::changed(cluster, &status)
         {
@@ -189,6 +207,22 @@ fn finish(
     Decision {
         actions,
         requeue_after: Some(STEADY_REQUEUE),
+    }
+}
+
+/// Where the cluster's own gang stands (docs/reconciler.md, "Why a gang is pending"): released
+/// while suspended, else what its PodGroup, queue and Pods say; undetermined without a PodGroup
+/// of its own (a RayJob's cluster: the RayJob carries the condition).
+fn gang_state(cluster: &RayCluster, observed: &Snapshot<'_>) -> GangState {
+    if cluster.spec.suspend == Some(true) {
+        return pending::released("RayCluster is suspended");
+    }
+    match observed.pod_group.filter(|_| observed.volcano) {
+        Some(pod_group) => {
+            let name = pod_group.metadata.name.as_deref().unwrap_or_default();
+            pending::gang_state(pod_group, observed.queue, GangPods::of(observed.pods, name))
+        }
+        None => GangState::Undetermined,
     }
 }
 

@@ -301,6 +301,13 @@ pub fn compute(cluster: &RayCluster, input: &StatusInput<'_>) -> RayClusterStatu
             now,
         ));
     }
+    // The gang's condition is decided with the PodGroup (`crate::pending`); it is carried over.
+    conditions.extend(
+        old_conditions
+            .iter()
+            .filter(|c| c.type_ == crate::pending::CONDITION_GANG_PENDING)
+            .cloned(),
+    );
     // A transition time only moves when the condition's status or reason changes.
     for c in &mut conditions {
         if let Some(previous) = old_conditions.iter().find(|o| o.type_ == c.type_)

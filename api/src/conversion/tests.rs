@@ -155,6 +155,8 @@ fn full_v1_job() -> Value {
             "failed": 1,
             "rayJobInfo": {"startTime": "2026-01-01T00:00:00Z"},
             "jobStatusCheckFailureStartTime": "2026-01-01T00:00:01Z",
+            "conditions": [{"type": "GangPending", "status": "False", "reason": "GangScheduled",
+                            "message": "bound", "lastTransitionTime": "2026-01-01T00:00:02Z"}],
             "rayClusterStatus": full_v1_cluster_status(),
         }
     })

@@ -193,6 +193,11 @@ fn crds_have_kuberay_identity() {
         [
             ("job status", ".status.jobStatus", None),
             ("deployment status", ".status.jobDeploymentStatus", None),
+            (
+                "gang",
+                ".status.conditions[?(@.type==\"GangPending\")].reason",
+                None
+            ),
             ("ray cluster name", ".status.rayClusterName", None),
             ("start time", ".status.startTime", None),
             ("end time", ".status.endTime", None),
@@ -203,7 +208,7 @@ fn crds_have_kuberay_identity() {
         .additional_printer_columns
         .as_ref()
         .map(Vec::len);
-    assert_eq!(cluster_columns, Some(10));
+    assert_eq!(cluster_columns, Some(11));
 }
 
 /// Every key of the schema tree with its path.

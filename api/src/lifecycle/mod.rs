@@ -32,9 +32,10 @@ use serde_json::{Map, Value};
 
 use crate::features::FeatureGates;
 use crate::keys;
+use crate::pending::GangPods;
 use crate::ray::v1::{RayCluster, RayJob, RayJobStatus};
 use crate::validation::{ValidationContext, validate_ray_job};
-use crate::volcano::PodGroup;
+use crate::volcano::{PodGroup, Queue};
 
 pub use crate::decision::{EventNote, PodGroupSize};
 pub use cluster::{
@@ -285,6 +286,10 @@ pub struct Snapshot<'a> {
     /// Whether the PodGroup CRD has `spec.subGroupPolicy` (Volcano v1.14); without it the
     /// PodGroup holds only `minMember` and `minResources` (see `crate::sizing`).
     pub sub_groups: bool,
+    /// The PodGroup's Volcano queue, if it exists (read when the PodGroup is).
+    pub queue: Option<&'a Queue>,
+    /// The PodGroup's member Pods ([`GangPods::of`]).
+    pub gang_pods: GangPods,
     /// The RayJob head Service `<rayjob>-head-svc`, if it exists (read while Running, see
     /// [`job_head_service_query`]).
     pub job_head_service: Option<&'a Service>,

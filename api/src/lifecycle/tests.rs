@@ -135,6 +135,8 @@ struct World {
     cluster: Option<RayCluster>,
     submitter: Option<Job>,
     pod_group: Option<PodGroup>,
+    queue: Option<Queue>,
+    gang_pods: GangPods,
     job_head_service: Option<Service>,
     ray_job: RayJobObservation,
     now: i64,
@@ -150,6 +152,13 @@ impl World {
             cluster: None,
             submitter: None,
             pod_group: None,
+            queue: Some(
+                serde_json::from_value(json!({
+                    "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                    "metadata": {"name": "default"}, "spec": {}, "status": {"state": "Open"}}))
+                .unwrap(),
+            ),
+            gang_pods: GangPods::default(),
             job_head_service: None,
             ray_job: RayJobObservation::NotQueried,
             now: NOW,
@@ -169,6 +178,8 @@ impl World {
             head_pod: None,
             pod_group: self.pod_group.as_ref(),
             sub_groups: true,
+            queue: self.queue.as_ref(),
+            gang_pods: self.gang_pods,
             job_head_service: self.job_head_service.as_ref(),
             ray_job: self.ray_job.clone(),
             fresh: FreshSuffixes {
@@ -358,9 +369,17 @@ fn an_unschedulable_gang_is_explained_in_status_until_the_cluster_is_ready() {
         .unwrap(),
     );
     world.pod_group = Some(pod_group.clone());
+    // All three members exist (the message says so): the wait is for nodes.
+    world.gang_pods = GangPods {
+        created: 3,
+        bound: 0,
+    };
     let decision = world.decide();
     assert_eq!(kinds(&decision), ["UpdateStatus"]);
-    assert_eq!(events(&decision), ["GangUnschedulable"]);
+    assert_eq!(
+        events(&decision),
+        ["GangUnschedulable", "InsufficientNodeResources"]
+    );
     let status = status_of(&decision).unwrap();
     assert_eq!(
         status.job_deployment_status.as_deref(),
@@ -386,6 +405,97 @@ fn an_unschedulable_gang_is_explained_in_status_until_the_cluster_is_ready() {
     world.pod_group = Some(crate::sizing::ray_job_pod_group(&world.job).unwrap());
     let status = status_of(&world.decide()).unwrap();
     assert_eq!(status.message, None, "Volcano no longer objects");
+}
+
+#[test]
+fn the_gang_pending_condition_names_the_cause_and_clears_when_the_gang_is_bound() {
+    let mut world = World::new(initializing(job("")));
+    world.volcano = true;
+    world.cluster = Some(cluster_of(&world.job, None));
+    world.pod_group = Some(crate::sizing::ray_job_pod_group(&world.job).unwrap());
+    world.now = NOW;
+    world.queue = Some(
+        serde_json::from_value(json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+            "metadata": {"name": "default"}, "spec": {}, "status": {"state": "Closed"}}))
+        .unwrap(),
+    );
+    let decision = world.decide();
+    assert_eq!(events(&decision), ["QueueClosed"]);
+    let status = status_of(&decision).unwrap();
+    let conditions = status.conditions.clone().unwrap();
+    assert_eq!(conditions.len(), 1);
+    assert_eq!(
+        (
+            conditions[0].type_.as_str(),
+            conditions[0].status.as_str(),
+            conditions[0].reason.as_str()
+        ),
+        ("GangPending", "True", "QueueClosed")
+    );
+    assert!(
+        conditions[0]
+            .message
+            .starts_with("queue research is Closed"),
+        "{}",
+        conditions[0].message
+    );
+    world.job.status = Some(status);
+    assert!(world.decide().actions.is_empty(), "same cause, no write");
+
+    // Volcano binds the gang: False with GangScheduled, and no Event.
+    let mut bound = world.pod_group.clone().unwrap();
+    bound.status = Some(serde_json::from_value(json!({"phase": "Running", "running": 3})).unwrap());
+    world.pod_group = Some(bound);
+    let decision = world.decide();
+    assert!(events(&decision).is_empty(), "{decision:?}");
+    let status = status_of(&decision).unwrap();
+    let condition = &status.conditions.as_ref().unwrap()[0];
+    assert_eq!(
+        (condition.status.as_str(), condition.reason.as_str()),
+        ("False", "GangScheduled")
+    );
+    world.job.status = Some(status);
+    assert!(world.decide().actions.is_empty());
+
+    // A job that never waited gets no condition at all.
+    let mut fresh = World::new(initializing(job("")));
+    fresh.volcano = true;
+    fresh.cluster = world.cluster.clone();
+    fresh.pod_group = world.pod_group.clone();
+    let status = status_of(&fresh.decide()).unwrap();
+    assert_eq!(status.conditions, None);
+}
+
+#[test]
+fn a_waiting_gang_condition_is_released_when_the_job_stops_holding_a_gang() {
+    let mut world = World::new(initializing(job("")));
+    world.volcano = true;
+    world.cluster = Some(cluster_of(&world.job, None));
+    world.pod_group = Some(crate::sizing::ray_job_pod_group(&world.job).unwrap());
+    world.queue = None;
+    let status = status_of(&world.decide()).unwrap();
+    assert_eq!(
+        status.conditions.as_ref().unwrap()[0].reason,
+        "QueueNotFound"
+    );
+    world.job.status = Some(status);
+    world.job.spec.suspend = Some(true);
+    let status = status_of(&world.decide()).unwrap();
+    assert_eq!(status.job_deployment_status.as_deref(), Some("Suspending"));
+    let condition = &status.conditions.as_ref().unwrap()[0];
+    assert_eq!(
+        (
+            condition.status.as_str(),
+            condition.reason.as_str(),
+            condition.message.as_str()
+        ),
+        (
+            "False",
+            "GangReleased",
+            "RayJob is Suspending: it holds no gang"
+        )
+    );
 }
 
 #[test]

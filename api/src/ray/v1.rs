@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
     category = "all",
     printcolumn = r#"{"name":"job status","type":"string","jsonPath":".status.jobStatus","priority":0}"#,
     printcolumn = r#"{"name":"deployment status","type":"string","jsonPath":".status.jobDeploymentStatus","priority":0}"#,
+    printcolumn = r#"{"name":"gang","type":"string","jsonPath":".status.conditions[?(@.type==\"GangPending\")].reason","priority":0}"#,
     printcolumn = r#"{"name":"ray cluster name","type":"string","jsonPath":".status.rayClusterName","priority":0}"#,
     printcolumn = r#"{"name":"start time","type":"string","jsonPath":".status.startTime","priority":0}"#,
     printcolumn = r#"{"name":"end time","type":"string","jsonPath":".status.endTime","priority":0}"#,
@@ -280,6 +281,10 @@ pub struct RayJobStatus {
     /// Generation last observed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// raygate's conditions (not KubeRay's): `GangPending`, why Volcano has not bound the gang
+    /// (docs/reconciler.md, "Why a gang is pending").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<Condition>>,
 }
 
 /// Desired state of a RayCluster.
@@ -298,6 +303,7 @@ pub struct RayJobStatus {
     printcolumn = r#"{"name":"gpus","type":"string","jsonPath":".status.desiredGPU","priority":0}"#,
     printcolumn = r#"{"name":"tpus","type":"string","jsonPath":".status.desiredTPU","priority":1}"#,
     printcolumn = r#"{"name":"status","type":"string","jsonPath":".status.state","priority":0}"#,
+    printcolumn = r#"{"name":"gang","type":"string","jsonPath":".status.conditions[?(@.type==\"GangPending\")].reason","priority":0}"#,
     printcolumn = r#"{"name":"age","type":"date","jsonPath":".metadata.creationTimestamp","priority":0}"#,
     printcolumn = r#"{"name":"head pod IP","type":"string","jsonPath":".status.head.podIP","priority":1}"#,
     printcolumn = r#"{"name":"head service IP","type":"string","jsonPath":".status.head.serviceIP","priority":1}"#

@@ -105,6 +105,7 @@ fn require_worker_fields(schema: &mut Schema) {
     deprecated = "ray.io/v1alpha1 RayJob is deprecated; it will not receive new fields and will be unavailable in KubeRay 1.9; use ray.io/v1",
     printcolumn = r#"{"name":"job status","type":"string","jsonPath":".status.jobStatus","priority":0}"#,
     printcolumn = r#"{"name":"deployment status","type":"string","jsonPath":".status.jobDeploymentStatus","priority":0}"#,
+    printcolumn = r#"{"name":"gang","type":"string","jsonPath":".status.conditions[?(@.type==\"GangPending\")].reason","priority":0}"#,
     printcolumn = r#"{"name":"ray cluster name","type":"string","jsonPath":".status.rayClusterName","priority":0}"#,
     printcolumn = r#"{"name":"start time","type":"string","jsonPath":".status.startTime","priority":0}"#,
     printcolumn = r#"{"name":"end time","type":"string","jsonPath":".status.endTime","priority":0}"#,
@@ -217,6 +218,7 @@ pub struct RayJobStatus {
     printcolumn = r#"{"name":"gpus","type":"string","jsonPath":".status.desiredGPU","priority":0}"#,
     printcolumn = r#"{"name":"tpus","type":"string","jsonPath":".status.desiredTPU","priority":1}"#,
     printcolumn = r#"{"name":"status","type":"string","jsonPath":".status.state","priority":0}"#,
+    printcolumn = r#"{"name":"gang","type":"string","jsonPath":".status.conditions[?(@.type==\"GangPending\")].reason","priority":0}"#,
     printcolumn = r#"{"name":"age","type":"date","jsonPath":".metadata.creationTimestamp","priority":0}"#,
     printcolumn = r#"{"name":"head pod IP","type":"string","jsonPath":".status.head.podIP","priority":1}"#,
     printcolumn = r#"{"name":"head service IP","type":"string","jsonPath":".status.head.serviceIP","priority":1}"#

@@ -13,9 +13,10 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use futures::{FutureExt, Stream, StreamExt};
 use kube::runtime::controller::Config as ControllerConfig;
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller as KubeController, watcher};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client, Resource, ResourceExt};
+use raygate_api::volcano::{PodGroup, Queue};
 
 use crate::cache::Caches;
 use crate::context::Context;
@@ -119,4 +120,49 @@ where
         })
         .map(move |()| tracing::info!(controller = name, "controller stopped"))
         .boxed()
+}
+
+/// The objects of kind `K` that own (as controller) a PodGroup in `queue`: whom a change of the
+/// queue concerns.
+pub(crate) fn owners_in_queue<K>(pod_groups: &Store<PodGroup>, queue: &Queue) -> Vec<ObjectRef<K>>
+where
+    K: Resource<DynamicType = ()>,
+{
+    let name = queue.name_any();
+    let kind = K::kind(&());
+    pod_groups
+        .state()
+        .iter()
+        .filter(|pg| pg.spec.queue.as_deref().unwrap_or(DEFAULT_QUEUE) == name)
+        .flat_map(|pg| {
+            let namespace = pg.namespace().unwrap_or_default();
+            pg.owner_references()
+                .iter()
+                .filter(|o| o.controller == Some(true) && o.kind == kind)
+                .map(move |o| ObjectRef::new(&o.name).within(&namespace))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Volcano's queue of a PodGroup that names none (the CRD's default).
+const DEFAULT_QUEUE: &str = "default";
+
+/// How long a pass waits for the queue watch's first list (at start-up) before it reads an
+/// empty store.
+const QUEUES_READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The queue of `pod_group` from `queues`, once the queue watch has listed (`None`: it does not
+/// exist).
+pub(crate) async fn queue_of(queues: &Store<Queue>, pod_group: &PodGroup) -> Option<Arc<Queue>> {
+    // Before its first list the store is empty, and every queue would look missing; a watch
+    // that cannot list (no permission to read queues) must not stall the pass.
+    if tokio::time::timeout(QUEUES_READY_TIMEOUT, queues.wait_until_ready())
+        .await
+        .is_err()
+    {
+        tracing::warn!("the Volcano queue watch has not listed yet; reading an empty queue cache");
+    }
+    let name = pod_group.spec.queue.as_deref().unwrap_or(DEFAULT_QUEUE);
+    queues.get(&ObjectRef::new(name))
 }

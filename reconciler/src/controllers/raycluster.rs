@@ -25,10 +25,10 @@ use raygate_api::cluster::status as cluster_status;
 use raygate_api::cluster::{self, Action, FailedWrite, Snapshot};
 use raygate_api::keys;
 use raygate_api::ray::v1::RayCluster;
-use raygate_api::volcano::PodGroup;
+use raygate_api::volcano::{PodGroup, Queue};
 use serde_json::Value;
 
-use super::{drain, watching};
+use super::{drain, owners_in_queue, queue_of, watching};
 use crate::cache::{Caches, cached};
 use crate::context::{Context, NamespaceScope, ReconcileError, api_error, error_policy};
 use crate::exec::{self, Failed, Perform, Writer};
@@ -43,6 +43,7 @@ struct Shared {
     pods: Store<Pod>,
     services: Store<Service>,
     pod_groups: Store<PodGroup>,
+    queues: Store<Queue>,
 }
 
 /// Runs the RayCluster controller on `caches` until the context's shutdown fires.
@@ -52,7 +53,9 @@ pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
         pods: caches.pods.store(),
         services: caches.services.store(),
         pod_groups: caches.pod_groups.store(),
+        queues: caches.queues.store(),
     });
+    let pod_groups = caches.pod_groups.store();
     let results = watching(
         ctx,
         caches.ray_clusters.subscribe(),
@@ -61,6 +64,9 @@ pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
     .owns_stream(caches.pods.subscribe())
     .owns_stream(caches.services.subscribe())
     .owns_stream(caches.pod_groups.subscribe())
+    .watches_stream(caches.queues.subscribe(), move |queue| {
+        owners_in_queue::<RayCluster>(&pod_groups, &queue)
+    })
     .run(reconcile, error_policy, shared);
     drain(NAME, results)
 }
@@ -124,6 +130,10 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
     let pod_group = volcano
         .then(|| cached(&shared.pod_groups, &namespace, &keys::pod_group_name(&name)))
         .flatten();
+    let queue = match pod_group.as_deref() {
+        Some(pg) => queue_of(&shared.queues, pg).await,
+        None => None,
+    };
     let now = Time(Timestamp::now());
     let decide = |failed_write| {
         cluster::decide(
@@ -132,6 +142,7 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
                 pods: &pods,
                 head_service: head_service.as_deref(),
                 pod_group: pod_group.as_deref(),
+                queue: queue.as_deref(),
                 volcano,
                 sub_groups: ctx.sub_groups.supported(),
                 now: &now,

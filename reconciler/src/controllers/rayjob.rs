@@ -26,12 +26,13 @@ use raygate_api::lifecycle::{
     Action, FreshSuffixes, LifecycleConfig, RayJobObservation, Reads, Snapshot, decide,
     ray_cluster_object, status_patch, submitter_job_object, validation_errors,
 };
+use raygate_api::pending::GangPods;
 use raygate_api::ray::v1::{RayCluster, RayJob};
-use raygate_api::volcano::PodGroup;
+use raygate_api::volcano::{PodGroup, Queue};
 use serde_json::{Value, json};
 use tracing::{debug, info, warn};
 
-use super::{drain, watching};
+use super::{drain, owners_in_queue, queue_of, watching};
 use crate::cache::{Caches, cached};
 use crate::context::{Context, NamespaceScope, ReconcileError, api_error, error_policy};
 use crate::dashboard::{AddressResolver, Dashboard, DashboardError};
@@ -54,6 +55,7 @@ struct Shared {
     pod_groups: Store<PodGroup>,
     pods: Store<Pod>,
     services: Store<Service>,
+    queues: Store<Queue>,
 }
 
 /// Runs the RayJob controller on `caches` until the context's shutdown fires.
@@ -77,11 +79,16 @@ pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
         pod_groups: caches.pod_groups.store(),
         pods: caches.pods.store(),
         services: caches.services.store(),
+        queues: caches.queues.store(),
     });
+    let pod_groups = caches.pod_groups.store();
     let results = watching(ctx, caches.ray_jobs.subscribe(), caches.ray_jobs.store())
         .owns_stream(caches.ray_clusters.subscribe())
         .owns_stream(caches.jobs.subscribe())
         .owns_stream(caches.pod_groups.subscribe())
+        .watches_stream(caches.queues.subscribe(), move |queue| {
+            owners_in_queue::<RayJob>(&pod_groups, &queue)
+        })
         .run(reconcile, error_policy, shared);
     drain(NAME, results)
 }
@@ -137,6 +144,23 @@ async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> 
                 && keys::is_head_pod_of(pod.metadata.labels.as_ref(), cluster)
         })
     });
+    let queue = match pod_group.as_deref() {
+        Some(pg) => queue_of(&shared.queues, pg).await,
+        None => None,
+    };
+    let gang_pods = pod_group
+        .as_deref()
+        .map(|pg| {
+            let members = shared.pods.state();
+            GangPods::of(
+                members
+                    .iter()
+                    .filter(|p| p.metadata.namespace.as_deref() == Some(ns))
+                    .map(|p| p.as_ref()),
+                pg.metadata.name.as_deref().unwrap_or_default(),
+            )
+        })
+        .unwrap_or_default();
     let ray_job = match &reads.ray_job {
         None => RayJobObservation::NotQueried,
         Some((url, id)) => match shared.dashboard.job(url, id).await {
@@ -156,6 +180,8 @@ async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> 
         head_pod: head_pod.as_deref(),
         pod_group: pod_group.as_deref(),
         sub_groups: shared.ctx.sub_groups.supported(),
+        queue: queue.as_deref(),
+        gang_pods,
         job_head_service: job_head_service.as_deref(),
         ray_job,
         fresh: FreshSuffixes::from_entropy(entropy()),

@@ -24,7 +24,7 @@ const OPT_IN: [(&str, &str); 2] = [
 
 /// `job` with its head, workers and submitter (KubeRay's default one, 500m / 200Mi, as a
 /// `submitterPodTemplate`) placed in `pool` only.
-fn pinned(mut job: RayJob, pool: &str) -> RayJob {
+pub(crate) fn pinned(mut job: RayJob, pool: &str) -> RayJob {
     let (selector, tolerations) = placement(pool);
     let place = |pod: &mut PodSpec| {
         pod.node_selector = Some(selector.clone());

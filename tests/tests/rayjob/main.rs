@@ -3,14 +3,16 @@
 //! own made of raygate's Pods, its submitter Pod runs `ray job submit` against the head
 //! Service's cluster DNS name, and the environment's reconciler (a host process, or the
 //! in-cluster installation's; `tests/run` runs this suite both ways) reaches the dashboard the
-//! same way. The gang tests need exact capacities, so they run on kwok nodes of their own
-//! with the shared Ray head and a reconciler of their own pointed at it; so does the crash test.
+//! same way. The gang and pending-gang tests need exact capacities, so they run on kwok nodes of
+//! their own with the shared Ray head and a reconciler of their own pointed at it; so does the
+//! crash test.
 
 mod crash;
 mod follow;
 mod gang;
 mod lifecycle;
 mod modes;
+mod pending;
 
 use std::time::Duration;
 

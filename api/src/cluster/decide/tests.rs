@@ -109,6 +109,24 @@ fn plan(
     pg: Option<&PodGroup>,
     volcano: bool,
 ) -> Plan {
+    plan_in(c, pods, svc, pg, Some(&open_queue()), volcano)
+}
+
+fn open_queue() -> Queue {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": "default"}, "spec": {}, "status": {"state": "Open"}}))
+    .expect("a queue")
+}
+
+fn plan_in(
+    c: &RayCluster,
+    pods: &[Pod],
+    svc: Option<&Service>,
+    pg: Option<&PodGroup>,
+    queue: Option<&Queue>,
+    volcano: bool,
+) -> Plan {
     let now = now();
     let decision = decide(
         c,
@@ -116,6 +134,7 @@ fn plan(
             pods,
             head_service: svc,
             pod_group: pg,
+            queue,
             volcano,
             sub_groups: true,
             now: &now,
@@ -529,6 +548,80 @@ fn the_podgroup_is_resized_only_on_drift() {
 }
 
 #[test]
+fn the_clusters_own_gang_gets_the_gang_pending_condition_and_an_event() {
+    let mut c = cluster();
+    let mut pods = Vec::new();
+    converge(&c, &mut pods);
+    // The cluster has run before (a pass creating the first Pods of a cluster without any
+    // status writes none). Only the head exists: Volcano's job validation finds too few
+    // members.
+    c.status = Some(RayClusterStatus::default());
+    pods.retain(|p| node_type(p) == Some(HEAD_NODE_TYPE));
+    for pod in &mut pods {
+        pod.metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert("scheduling.k8s.io/group-name".into(), "ray-demo-pg".into());
+    }
+    let mut pg = sizing::ray_cluster_pod_group(&c).expect("pg");
+    pg.status = Some(
+        serde_json::from_value(serde_json::json!({"phase": "Inqueue", "conditions": [{
+            "type": "Unschedulable", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z",
+            "reason": "NotEnoughTasks",
+            "message": "Not enough valid tasks for gang-scheduling, valid: 1, min: 3"}]}))
+        .expect("status"),
+    );
+    let p = plan(&c, &pods, Some(&service(&c)), Some(&pg), true);
+    let gang = |p: &Plan| {
+        p.status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == "GangPending")
+            .cloned()
+    };
+    let waiting = gang(&p).expect("GangPending");
+    assert_eq!(
+        (waiting.status.as_str(), waiting.reason.as_str()),
+        ("True", "WaitingForGang")
+    );
+    assert!(
+        waiting
+            .message
+            .starts_with("1 of minMember 3 Pods of PodGroup ray-demo-pg exist"),
+        "{}",
+        waiting.message
+    );
+    assert!(
+        p.events
+            .iter()
+            .any(|e| e.warning && e.reason == "WaitingForGang"),
+        "{:?}",
+        p.events
+    );
+    // Kept as it is by later passes (HeadPodReady and the others are rebuilt every pass).
+    c.status = Some(status::finish(p.status.clone(), &now()));
+    let again = plan(&c, &pods, Some(&service(&c)), Some(&pg), true);
+    assert_eq!(gang(&again), Some(waiting));
+    assert!(again.events.iter().all(|e| e.reason != "WaitingForGang"));
+    // Suspended: released.
+    c.spec.suspend = Some(true);
+    let released = plan(&c, &pods, Some(&service(&c)), Some(&pg), true);
+    let condition = gang(&released).expect("GangPending");
+    assert_eq!(
+        (condition.status.as_str(), condition.reason.as_str()),
+        ("False", "GangReleased")
+    );
+    // Without the queue: named.
+    c.spec.suspend = None;
+    let missing = plan_in(&c, &pods, Some(&service(&c)), Some(&pg), None, true);
+    assert_eq!(
+        gang(&missing).map(|c| c.reason),
+        Some("QueueNotFound".to_string())
+    );
+}
+
+#[test]
 fn an_invalid_cluster_gets_no_children_and_a_failed_status() {
     let mut c = cluster();
     c.spec.enable_in_tree_autoscaling = Some(true);
@@ -588,6 +681,7 @@ fn unchanged_status_is_not_rewritten() {
             pods: &pods,
             head_service: Some(&service(&c)),
             pod_group: None,
+            queue: None,
             volcano: false,
             sub_groups: true,
             now: &later,
@@ -621,6 +715,7 @@ fn decide_new(c: &RayCluster, failed_write: Option<FailedWrite<'_>>) -> Decision
             pods: &[],
             head_service: None,
             pod_group: None,
+            queue: None,
             volcano: false,
             sub_groups: true,
             now: &now(),
@@ -818,6 +913,7 @@ fn without_sub_groups_in_the_crd_the_podgroup_keeps_only_its_size() {
                     pods: &[],
                     head_service: None,
                     pod_group: pg,
+                    queue: None,
                     volcano: true,
                     sub_groups,
                     now: &now,

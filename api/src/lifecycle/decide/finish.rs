@@ -10,6 +10,7 @@ impl<'s, 'a> Pass<'s, 'a> {
         if let Flow::Break = flow {
             self.counters_and_retry();
         }
+        self.track_gang();
         if self.st != self.old {
             let before = DeploymentStatus::parse(self.old.job_deployment_status.as_deref());
             let after = self.state();

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use super::Pass;
 use crate::lifecycle::gang::gang_wait_message;
-use crate::lifecycle::{Action, PodGroupSize};
+use crate::lifecycle::{Action, DeploymentStatus, PodGroupSize};
+use crate::pending::{self, GangState};
 use crate::sizing::{self, GangSize};
 
 impl<'s, 'a> Pass<'s, 'a> {
@@ -104,5 +105,40 @@ impl<'s, 'a> Pass<'s, 'a> {
                 format!("PodGroup {name} resized to minMember {min_member}"),
             );
         }
+    }
+
+    /// The `GangPending` condition (docs/reconciler.md, "Why a gang is pending"): while the
+    /// RayJob holds a gang (Initializing, Waiting, Running, in a Volcano namespace, not in
+    /// clusterSelector mode), why Volcano has not bound it, from the PodGroup, its queue and its
+    /// Pods; in any other state a waiting condition is cleared. A Warning Event marks each new
+    /// cause.
+    pub(super) fn track_gang(&mut self) {
+        let state = self.state();
+        let holds_gang = matches!(
+            state,
+            DeploymentStatus::Initializing | DeploymentStatus::Waiting | DeploymentStatus::Running
+        ) && self.s.volcano
+            && !self.selector_mode();
+        let gang = if holds_gang {
+            match self.s.pod_group {
+                Some(pod_group) => pending::gang_state(pod_group, self.s.queue, self.s.gang_pods),
+                None => GangState::Undetermined,
+            }
+        } else {
+            let shown = match state.as_str() {
+                "" => "New",
+                other => other,
+            };
+            pending::released(&format!("RayJob is {shown}"))
+        };
+        let before = self.st.conditions.clone().unwrap_or_default();
+        let after = pending::with_gang_condition(&before, &gang, &self.now_time());
+        if after == before {
+            return;
+        }
+        if let Some(event) = pending::pending_event(&before, &after) {
+            self.actions.push(Action::Event(event));
+        }
+        self.st.conditions = Some(after);
     }
 }
