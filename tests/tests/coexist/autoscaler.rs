@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams};
 use raygate_api::quantity::ResourceQuantity;
 use raygate_e2e::kuberay::KubeRay;
+use raygate_e2e::nodes::{FakeNode, placement};
 use raygate_e2e::{Env, TestNamespace};
 use serde_json::json;
 
@@ -21,6 +22,9 @@ use super::{
 
 const CLUSTER: &str = "elastic";
 const GROUP: &str = "ray-elastic-pg";
+/// The test's own node pool: the suite's other tests share the environment's kwok nodes, and
+/// Volcano's overcommit check counts every gang there.
+const POOL: &str = "coexist-scale";
 
 /// The worker Pods of the cluster, by name.
 async fn worker_pods(ns: &TestNamespace) -> Vec<Pod> {
@@ -84,7 +88,24 @@ async fn autoscaler_scale_ups_join_the_gang_sized_by_min_replicas_and_suspend_fr
     let queue = format!("{}-elastic", ns.name());
     open_queue(&ns, &queue).await;
 
+    let _node = FakeNode::create(
+        &env,
+        &ns,
+        POOL,
+        0,
+        &[("cpu", "8"), ("memory", "32Gi"), ("pods", "20")],
+    )
+    .await;
+    let (selector, tolerations) = placement(POOL);
+    let mut head = head();
     let mut group = workers("small", 1);
+    for template in [
+        &mut head["template"]["spec"],
+        &mut group["template"]["spec"],
+    ] {
+        template["nodeSelector"] = json!(selector);
+        template["tolerations"] = json!(tolerations);
+    }
     group["minReplicas"] = json!(1);
     group["maxReplicas"] = json!(4);
     create(
@@ -95,7 +116,7 @@ async fn autoscaler_scale_ups_join_the_gang_sized_by_min_replicas_and_suspend_fr
             "spec": {
                 "rayVersion": "2.60.0",
                 "enableInTreeAutoscaling": true,
-                "headGroupSpec": head(),
+                "headGroupSpec": head,
                 "workerGroupSpecs": [group]
             }
         }),

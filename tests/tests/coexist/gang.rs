@@ -20,86 +20,88 @@ async fn the_same_rayjob_is_gang_scheduled_where_opted_in_and_plain_kuberay_else
     create(&volcano, job.clone()).await;
     create(&plain, job).await;
 
-    // Volcano namespace: raygate's PodGroup, raygate's sizing (submitter in minResources only).
-    let group = volcano
-        .wait_for("PodGroup ray-pi-pg", SETTLE, || async {
-            Ok(pod_group(&volcano, "ray-pi-pg").await)
-        })
-        .await;
-    assert_eq!(group.spec.min_member, Some(3), "head + 2 workers");
-    assert_eq!(
-        min_resources(&group),
-        // head 1/2Gi + 2 × 1/1Gi + KubeRay's default submitter 500m/200Mi
-        quantities(&[("cpu", "3500m"), ("memory", "4296Mi")])
-    );
-    assert_eq!(
-        group
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get("app.kubernetes.io/managed-by"))
-            .map(String::as_str),
-        Some("raygate")
-    );
-    let owner = &group.metadata.owner_references.as_ref().expect("owned")[0];
-    assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("RayJob", "pi"));
-
-    // Every Ray Pod KubeRay made (head, workers) joined the gang and was bound.
-    let members = volcano
-        .wait_for("head and 2 workers bound", SETTLE, || async {
-            let ray_pods: Vec<_> = pods(&volcano)
-                .await
-                .into_iter()
-                .filter(|p| {
-                    p.metadata
-                        .labels
-                        .as_ref()
-                        .is_some_and(|l| l.contains_key("ray.io/node-type"))
-                })
-                .collect();
-            let bound = ray_pods
+    // Both namespaces are checked at once: each short job's cluster goes as soon as its job is
+    // done, so the checks must not wait for each other.
+    // Plain namespace: exactly KubeRay, nothing of raygate's or Volcano's (checked while the
+    // cluster lives: KubeRay deletes it once the job is done).
+    let plain_bound = plain.wait_for(
+        "head and 2 workers bound by the default scheduler",
+        SETTLE,
+        || async {
+            let all = pods(&plain).await;
+            let bound = all
                 .iter()
                 .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
                 .count();
-            Ok((ray_pods.len() == 3 && bound == 3).then_some(ray_pods))
-        })
-        .await;
-    for pod in &members {
-        let name = pod.metadata.name.as_deref().unwrap_or_default();
-        assert_eq!(scheduler(pod), "volcano", "{name}");
-        assert_eq!(
-            annotation(pod, "scheduling.k8s.io/group-name"),
-            Some("ray-pi-pg"),
-            "{name}"
-        );
-    }
-    let mut tasks: Vec<&str> = members
-        .iter()
-        .filter_map(|p| annotation(p, "volcano.sh/task-spec"))
-        .collect();
-    tasks.sort_unstable();
-    assert_eq!(
-        tasks,
-        ["headgroup", "small", "small"],
-        "task of every member"
+            Ok((all.len() >= 3 && bound == all.len()).then_some(all))
+        },
     );
+    let volcano_checks = async {
+        // Volcano namespace: raygate's PodGroup, raygate's sizing (submitter in minResources only).
+        let group = volcano
+            .wait_for("PodGroup ray-pi-pg", SETTLE, || async {
+                Ok(pod_group(&volcano, "ray-pi-pg").await)
+            })
+            .await;
+        assert_eq!(group.spec.min_member, Some(3), "head + 2 workers");
+        assert_eq!(
+            min_resources(&group),
+            // head 1/2Gi + 2 × 1/1Gi + KubeRay's default submitter 500m/200Mi
+            quantities(&[("cpu", "3500m"), ("memory", "4296Mi")])
+        );
+        assert_eq!(
+            group
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("app.kubernetes.io/managed-by"))
+                .map(String::as_str),
+            Some("raygate")
+        );
+        let owner = &group.metadata.owner_references.as_ref().expect("owned")[0];
+        assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("RayJob", "pi"));
 
-    // Plain namespace: exactly KubeRay, nothing of raygate's or Volcano's (checked while the
-    // cluster lives: KubeRay deletes it once the job is done).
-    let plain_pods = plain
-        .wait_for(
-            "head and 2 workers bound by the default scheduler",
-            SETTLE,
-            || async {
-                let all = pods(&plain).await;
-                let bound = all
+        // Every Ray Pod KubeRay made (head, workers) joined the gang and was bound.
+        let members = volcano
+            .wait_for("head and 2 workers bound", SETTLE, || async {
+                let ray_pods: Vec<_> = pods(&volcano)
+                    .await
+                    .into_iter()
+                    .filter(|p| {
+                        p.metadata
+                            .labels
+                            .as_ref()
+                            .is_some_and(|l| l.contains_key("ray.io/node-type"))
+                    })
+                    .collect();
+                let bound = ray_pods
                     .iter()
                     .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
                     .count();
-                Ok((all.len() >= 3 && bound == all.len()).then_some(all))
-            },
-        )
-        .await;
+                Ok((ray_pods.len() == 3 && bound == 3).then_some(ray_pods))
+            })
+            .await;
+        for pod in &members {
+            let name = pod.metadata.name.as_deref().unwrap_or_default();
+            assert_eq!(scheduler(pod), "volcano", "{name}");
+            assert_eq!(
+                annotation(pod, "scheduling.k8s.io/group-name"),
+                Some("ray-pi-pg"),
+                "{name}"
+            );
+        }
+        let mut tasks: Vec<&str> = members
+            .iter()
+            .filter_map(|p| annotation(p, "volcano.sh/task-spec"))
+            .collect();
+        tasks.sort_unstable();
+        assert_eq!(
+            tasks,
+            ["headgroup", "small", "small"],
+            "task of every member"
+        );
+    };
+    let ((), plain_pods) = tokio::join!(volcano_checks, plain_bound);
     for pod in &plain_pods {
         let name = pod.metadata.name.as_deref().unwrap_or_default();
         assert_ne!(scheduler(pod), "volcano", "{name}");

@@ -58,8 +58,9 @@ async fn suspending_deleting_and_completing_a_kuberay_rayjob_releases_its_gang_a
     for queue in &queues {
         open_queue(&ns, queue).await;
     }
-    // Long enough to be suspended or deleted while it runs.
-    let sleeper = "python -c 'import time; time.sleep(45)'";
+    // Long enough to be suspended or deleted while it runs, even when Volcano admits the gangs
+    // late on a crowded machine (neither runs to its end: one is suspended, one deleted).
+    let sleeper = "python -c 'import time; time.sleep(300)'";
     for ((name, entrypoint), queue) in [
         ("paused", sleeper),
         ("doomed", sleeper),
