@@ -315,7 +315,7 @@ fn queue_quota(
 /// Volcano's current word on the gang: its `Unschedulable` condition when that is True and
 /// newer than its `Scheduled` one (Volcano keeps one condition per type and updates it in place;
 /// ties go to the later in the list).
-fn volcano_verdict(pod_group: &PodGroup) -> Option<&PodGroupCondition> {
+pub(crate) fn volcano_verdict(pod_group: &PodGroup) -> Option<&PodGroupCondition> {
     let latest = pod_group
         .status
         .as_ref()?

@@ -2,11 +2,6 @@
 
 use crate::volcano::{PodGroup, PodGroupCondition};
 
-/// PodGroup condition type Volcano sets when the gang cannot be placed.
-const UNSCHEDULABLE: &str = "Unschedulable";
-/// PodGroup condition type Volcano sets when the gang has been placed.
-const SCHEDULED: &str = "Scheduled";
-
 /// The RayJob `status.message` for a gang Volcano cannot schedule, or `None` when Volcano does
 /// not report one (no PodGroup condition yet, the gang is scheduled or running).
 ///
@@ -18,17 +13,7 @@ pub fn gang_wait_message(pod_group: &PodGroup) -> Option<String> {
     if matches!(status.phase.as_deref(), Some("Running" | "Completed")) {
         return None;
     }
-    let latest = status
-        .conditions
-        .iter()
-        .flatten()
-        .filter(|c| matches!(c.type_.as_deref(), Some(UNSCHEDULABLE | SCHEDULED)))
-        .enumerate()
-        .max_by_key(|(i, c)| (c.last_transition_time.as_ref().map(|t| t.0), *i))
-        .map(|(_, c)| c)?;
-    if latest.type_.as_deref() != Some(UNSCHEDULABLE) || latest.status.as_deref() != Some("True") {
-        return None;
-    }
+    let latest = crate::pending::volcano_verdict(pod_group)?;
     Some(describe(pod_group, latest))
 }
 
