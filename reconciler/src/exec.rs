@@ -442,6 +442,12 @@ mod tests {
     }
 
     fn writer(client: &Client) -> Writer {
+        let support = Arc::new(SubGroupSupport::new(Arc::new(Metrics::new())));
+        writer_with(client, support)
+    }
+
+    /// A writer for namespace `team` whose Events go on ConfigMap `owner`.
+    fn writer_with(client: &Client, support: Arc<SubGroupSupport>) -> Writer {
         let recorder = Arc::new(Recorder::new(
             client.clone(),
             kube::runtime::events::Reporter {
@@ -452,7 +458,6 @@ mod tests {
         let mut owner = ConfigMap::default();
         owner.metadata.name = Some("owner".into());
         owner.metadata.namespace = Some("team".into());
-        let support = Arc::new(SubGroupSupport::new(Arc::new(Metrics::new())));
         Writer::new(client, recorder, support, "team", &owner)
     }
 
@@ -686,17 +691,7 @@ mod tests {
         let (client, seen) = pruning_api();
         let metrics = Arc::new(Metrics::new());
         let support = Arc::new(SubGroupSupport::new(metrics.clone()));
-        let recorder = Arc::new(Recorder::new(
-            client.clone(),
-            kube::runtime::events::Reporter {
-                controller: MANAGER_NAME.to_string(),
-                instance: None,
-            },
-        ));
-        let mut owner = ConfigMap::default();
-        owner.metadata.name = Some("owner".into());
-        owner.metadata.namespace = Some("team".into());
-        let writer = Writer::new(&client, recorder, support.clone(), "team", &owner);
+        let writer = writer_with(&client, support.clone());
         assert!(support.supported());
         assert!(
             metrics
