@@ -35,6 +35,9 @@ const OPT_IN: [(&str, &str); 2] = [
 /// The issue's bound from a cause to its condition.
 const LATENCY: Duration = Duration::from_secs(2);
 
+/// How long Volcano's later cycles (one a second) may take to add detail to a verdict.
+const DETAIL: Duration = Duration::from_secs(30);
+
 /// Every version of one object a watch delivered, with when it arrived.
 struct Recorder<K> {
     seen: Arc<Mutex<Vec<(Instant, K)>>>,
@@ -506,10 +509,19 @@ async fn node_causes_are_named_with_their_numbers_within_two_seconds_and_clear_w
     assert!(
         condition
             .message
-            .starts_with("no nodes can take the whole gang: 0 of minMember 2 Pods of PodGroup ray-tight-pg bound, 2 exist, minResources {cpu: 1250m, memory: 3272Mi}; nodes lack cpu"),
+            .starts_with("no nodes can take the whole gang: 0 of minMember 2 Pods of PodGroup ray-tight-pg bound, 2 exist, minResources {cpu: 1250m, memory: 3272Mi}"),
         "{}",
         condition.message
     );
+    // Volcano's first verdict may predate its node fit errors (a CI run saw "1 Pending; Pending:
+    // 1 Unschedulable" alone); its next cycles name them, and the message follows.
+    let (_, condition) = recorder
+        .first_after(&ns, "the node shortage named", at, DETAIL, |job| {
+            waiting_for("InsufficientNodeResources")(job)
+                .filter(|c| c.message.contains("; nodes lack cpu"))
+        })
+        .await;
+    eprintln!("nodes too small, detailed: {}", condition.message);
     assert_eq!(gang_column(&ns, "tight").await, "InsufficientNodeResources");
 
     // A second node: the gang is bound and the condition clears.
