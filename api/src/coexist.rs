@@ -14,12 +14,15 @@
 //!   docs/upstream.md, "KubeRay: Volcano adapter"), zeroed when its cluster is gone, when it or a
 //!   standalone cluster is suspended (docs/upstream.md, "KubeRay: known defects", 9) or being
 //!   deleted;
+//! * per-group sub-gangs as in raygate's own mode, except that a multi-host group whose Pods
+//!   KubeRay made without replica names is one sub-group of the whole group;
 //! * never anything but PodGroups: RayClusters, Pods and Jobs stay KubeRay's;
 //! * a PodGroup or cluster that shows KubeRay's own Volcano adapter at work is left alone
 //!   ([`Change::KubeRayGangScheduled`]), so two writers never fight over one gang.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -84,6 +87,10 @@ pub struct Snapshot<'a> {
     /// Whether the PodGroup CRD has `spec.subGroupPolicy` (Volcano v1.14); without it the
     /// PodGroup holds only `minMember` and `minResources` (see `crate::sizing`).
     pub sub_groups: bool,
+    /// The Pods of the gang's cluster (labelled `ray.io/cluster=<cluster>`): a multi-host
+    /// group whose worker Pods carry no replica name gets one sub-group for the whole group
+    /// ([`sizing::whole_group_policy`]).
+    pub pods: &'a [Pod],
 }
 
 /// What to do about the object's PodGroup.
@@ -196,7 +203,12 @@ pub fn change(owner: Owner<'_>, observed: &Snapshot<'_>) -> Change {
         Owner::RayCluster(cluster) => ray_cluster_target(cluster),
     };
     // Where the CRD has no subGroupPolicy the PodGroup gets none and it is never compared.
-    let sub_groups = |policies: Vec<SubGroupPolicySpec>| observed.sub_groups.then_some(policies);
+    let unindexed = unindexed_multi_host_groups(observed.pods);
+    let sub_groups = |policies: Vec<SubGroupPolicySpec>| {
+        observed
+            .sub_groups
+            .then(|| fit_to_pods(policies, &unindexed))
+    };
     match wanted {
         Target::None => Change::InSync,
         Target::Skip(message) => Change::Skipped { message },
@@ -219,9 +231,7 @@ pub fn change(owner: Owner<'_>, observed: &Snapshot<'_>) -> Change {
                     keys::MANAGED_BY_LABEL.to_string(),
                     keys::MANAGED_BY_RAYGATE.to_string(),
                 );
-                if !observed.sub_groups {
-                    pg.spec.sub_group_policy = None;
-                }
+                pg.spec.sub_group_policy = pg.spec.sub_group_policy.take().and_then(&sub_groups);
                 Change::Create(Box::new(pg))
             }
             Some(live) => resize(
@@ -232,6 +242,49 @@ pub fn change(owner: Owner<'_>, observed: &Snapshot<'_>) -> Change {
             ),
         },
     }
+}
+
+/// The worker groups with a Pod (not terminating) that carries no replica name. KubeRay names
+/// multi-host replicas only with RayMultiHostIndexing (a feature gate before v1.7,
+/// docs/reconciler.md, "Sub-gangs"); which of these groups are multi-host is the spec's to say,
+/// so [`fit_to_pods`] changes only the policies that split a group by replica.
+fn unindexed_multi_host_groups(pods: &[Pod]) -> BTreeSet<&str> {
+    pods.iter()
+        .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+        .filter_map(|pod| {
+            let labels = pod.metadata.labels.as_ref()?;
+            let worker = labels.get(keys::RAY_NODE_TYPE_LABEL).map(String::as_str)
+                == Some(keys::WORKER_NODE_TYPE);
+            let indexed = labels
+                .get(keys::REPLICA_NAME_LABEL)
+                .is_some_and(|v| !v.is_empty());
+            (worker && !indexed)
+                .then(|| labels.get(keys::RAY_GROUP_LABEL).map(String::as_str))
+                .flatten()
+        })
+        .collect()
+}
+
+/// `policies` with each replica-split policy of a group in `unindexed` turned into one
+/// sub-group of the whole group, since Volcano would count none of its Pods into a replica.
+fn fit_to_pods(
+    policies: Vec<SubGroupPolicySpec>,
+    unindexed: &BTreeSet<&str>,
+) -> Vec<SubGroupPolicySpec> {
+    policies
+        .into_iter()
+        .map(|policy| {
+            if policy
+                .name
+                .as_deref()
+                .is_some_and(|group| unindexed.contains(group))
+            {
+                sizing::whole_group_policy(policy)
+            } else {
+                policy
+            }
+        })
+        .collect()
 }
 
 /// What the PodGroup should hold.

@@ -170,6 +170,34 @@ pub fn sub_group_policies(spec: &RayClusterSpec) -> Vec<SubGroupPolicySpec> {
         .collect()
 }
 
+/// The policy of a multi-host group whose Pods carry no replica name (KubeRay before v1.7
+/// without RayMultiHostIndexing): one sub-group of the whole group, split by `ray.io/group`
+/// like a single-host group, of its minimum Pod count (`numOfHosts` × its minimum replicas).
+///
+/// Volcano puts a Pod without the split label in no sub-group, so the per-replica policy of
+/// [`sub_group_policies`] would keep such a gang pending forever; this one still binds the
+/// group's required Pods all together or not at all, only not replica by replica. Any other
+/// policy is returned as it is.
+pub fn whole_group_policy(policy: SubGroupPolicySpec) -> SubGroupPolicySpec {
+    let by_replica = policy
+        .match_label_keys
+        .as_deref()
+        .is_some_and(|k| k.iter().any(|k| k == keys::REPLICA_NAME_LABEL));
+    if !by_replica {
+        return policy;
+    }
+    let size = policy
+        .sub_group_size
+        .unwrap_or(1)
+        .saturating_mul(policy.min_sub_groups.unwrap_or(0));
+    SubGroupPolicySpec {
+        match_label_keys: Some(vec![keys::RAY_GROUP_LABEL.to_string()]),
+        sub_group_size: Some(size),
+        min_sub_groups: Some(1),
+        ..policy
+    }
+}
+
 /// Requests of a Pod's regular containers, limits filling in names without a request.
 ///
 /// Init containers and Pod overhead are ignored, as in KubeRay, so that a gang sized by raygate

@@ -121,6 +121,7 @@ fn observed<'a>(pod_group: Option<&'a PodGroup>, cluster: Option<&'a RayCluster>
         cluster,
         own_manager: OWN,
         sub_groups: true,
+        pods: &[],
     }
 }
 
@@ -218,6 +219,144 @@ fn a_running_rayjob_follows_its_spec() {
             min_resources: resources(JOB_GANG),
             sub_group_policy: Some(policies()),
         })
+    );
+}
+
+/// A worker Pod of the fixtures' 2-host group `small`, with the replica name KubeRay gives it
+/// under RayMultiHostIndexing (`None`: made without the gate), terminating or not.
+fn small_worker(name: &str, replica: Option<&str>, terminating: bool) -> Pod {
+    let mut labels = BTreeMap::from([
+        (
+            keys::RAY_CLUSTER_LABEL.to_string(),
+            "demo-abcde".to_string(),
+        ),
+        (keys::RAY_NODE_TYPE_LABEL.to_string(), "worker".to_string()),
+        (keys::RAY_GROUP_LABEL.to_string(), "small".to_string()),
+    ]);
+    if let Some(replica) = replica {
+        labels.insert(keys::REPLICA_NAME_LABEL.to_string(), replica.to_string());
+    }
+    let mut pod = Pod::default();
+    pod.metadata.name = Some(name.to_string());
+    pod.metadata.labels = Some(labels);
+    pod.metadata.deletion_timestamp = terminating.then_some(Time(Timestamp::UNIX_EPOCH));
+    pod
+}
+
+/// `(matchLabelKeys, subGroupSize, minSubGroups)` of each policy.
+fn splits(policies: &[SubGroupPolicySpec]) -> Vec<(Vec<String>, Option<i32>, Option<i32>)> {
+    policies
+        .iter()
+        .map(|p| {
+            (
+                p.match_label_keys.clone().unwrap_or_default(),
+                p.sub_group_size,
+                p.min_sub_groups,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_multi_host_group_kuberay_made_without_replica_names_is_one_sub_group_of_the_whole_group() {
+    let by_replica = vec![(vec![keys::REPLICA_NAME_LABEL.to_string()], Some(2), Some(2))];
+    let whole = vec![(vec![keys::RAY_GROUP_LABEL.to_string()], Some(4), Some(1))];
+    let job = ray_job("", "status: {jobDeploymentStatus: Running}");
+    let created = |pods: &[Pod]| {
+        let plan = change(
+            Owner::RayJob(&job),
+            &Snapshot {
+                pods,
+                ..observed(None, None)
+            },
+        );
+        let Change::Create(pg) = plan else {
+            panic!("expected Create, got {plan:?}")
+        };
+        splits(pg.spec.sub_group_policy.as_deref().unwrap_or_default())
+    };
+    // Before any Pod, and with KubeRay v1.7's labels: whole replicas.
+    assert_eq!(created(&[]), by_replica);
+    let indexed = [
+        small_worker("w-1", Some("small-abcde"), false),
+        small_worker("w-2", Some("small-abcde"), false),
+    ];
+    assert_eq!(created(&indexed), by_replica);
+    // One Pod without a replica name (KubeRay v1.5 without the gate): the whole group, all 4
+    // of its required Pods, as one sub-group; minMember and minResources stay.
+    let unindexed = [
+        small_worker("w-1", Some("small-abcde"), false),
+        small_worker("w-2", None, false),
+    ];
+    assert_eq!(created(&unindexed), whole);
+    // A terminating Pod without one does not count: its replacement decides.
+    let leaving = [
+        small_worker("w-1", Some("small-abcde"), false),
+        small_worker("w-2", None, true),
+    ];
+    assert_eq!(created(&leaving), by_replica);
+
+    // An existing per-replica PodGroup is resized to the whole-group policy, and back.
+    let pg = ours(5, JOB_GANG);
+    let resized = change(
+        Owner::RayJob(&job),
+        &Snapshot {
+            pods: &unindexed,
+            ..observed(Some(&pg), None)
+        },
+    );
+    let Change::Resize(size) = resized else {
+        panic!("expected Resize, got {resized:?}")
+    };
+    assert_eq!(
+        (size.min_member, size.min_resources),
+        (5, resources(JOB_GANG))
+    );
+    assert_eq!(
+        splits(size.sub_group_policy.as_deref().unwrap_or_default()),
+        whole
+    );
+    let mut fallen_back = ours(5, JOB_GANG);
+    fallen_back.spec.sub_group_policy = size.sub_group_policy;
+    assert_plan!(
+        change(
+            Owner::RayJob(&job),
+            &Snapshot {
+                pods: &unindexed,
+                ..observed(Some(&fallen_back), None)
+            },
+        ),
+        Change::InSync
+    );
+    let back = change(
+        Owner::RayJob(&job),
+        &Snapshot {
+            pods: &indexed,
+            ..observed(Some(&fallen_back), None)
+        },
+    );
+    let Change::Resize(size) = back else {
+        panic!("expected Resize, got {back:?}")
+    };
+    assert_eq!(
+        splits(size.sub_group_policy.as_deref().unwrap_or_default()),
+        by_replica
+    );
+
+    // A standalone cluster decides by its own Pods the same way.
+    let plan = change(
+        Owner::RayCluster(&standalone("")),
+        &Snapshot {
+            pods: &unindexed,
+            ..observed(None, None)
+        },
+    );
+    let Change::Create(pg) = plan else {
+        panic!("expected Create, got {plan:?}")
+    };
+    assert_eq!(
+        splits(pg.spec.sub_group_policy.as_deref().unwrap_or_default()),
+        whole
     );
 }
 

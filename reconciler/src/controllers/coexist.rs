@@ -14,9 +14,12 @@
 
 use std::sync::Arc;
 
+use futures::StreamExt;
 use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
 use kube::runtime::controller::Action as Requeue;
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use raygate_api::coexist::{self, Action, Owner, Snapshot};
 use raygate_api::keys;
 use raygate_api::ray::v1::{RayCluster, RayJob};
@@ -38,6 +41,7 @@ struct Shared {
     ctx: Arc<Context>,
     clusters: Store<RayCluster>,
     pod_groups: Store<PodGroup>,
+    pods: Store<Pod>,
 }
 
 impl Shared {
@@ -46,16 +50,59 @@ impl Shared {
             ctx: ctx.clone(),
             clusters: caches.ray_clusters.store(),
             pod_groups: caches.pod_groups.store(),
+            pods: caches.pods.store(),
         })
     }
+
+    /// The cached Pods of cluster `cluster` in `namespace`.
+    fn cluster_pods(&self, namespace: &str, cluster: &str) -> Vec<Pod> {
+        self.pods
+            .state()
+            .iter()
+            .filter(|pod| {
+                pod.metadata.namespace.as_deref() == Some(namespace)
+                    && pod
+                        .labels()
+                        .get(keys::RAY_CLUSTER_LABEL)
+                        .map(String::as_str)
+                        == Some(cluster)
+            })
+            .map(|pod| Pod::clone(pod))
+            .collect()
+    }
+}
+
+/// Whether a Pod's event may change a gang's sub-groups: a worker without a replica name (see
+/// `raygate_api::coexist::Snapshot::pods`) appearing or going.
+fn unindexed_worker(pod: &Pod) -> bool {
+    let labels = pod.labels();
+    labels.get(keys::RAY_NODE_TYPE_LABEL).map(String::as_str) == Some(keys::WORKER_NODE_TYPE)
+        && labels
+            .get(keys::REPLICA_NAME_LABEL)
+            .is_none_or(String::is_empty)
 }
 
 /// Runs the RayJob PodGroup controller on `caches` until the context's shutdown fires.
 pub fn run_rayjobs(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
     let shared = Shared::new(ctx, caches);
+    let clusters = caches.ray_clusters.store();
     let results = watching(ctx, caches.ray_jobs.subscribe(), caches.ray_jobs.store())
         .owns_stream(caches.pod_groups.subscribe())
         .owns_stream(caches.ray_clusters.subscribe())
+        .watches_stream(caches.pods.subscribe(), move |pod: Pod| {
+            // A RayJob's Pods belong to its cluster, so the cluster names the RayJob.
+            if !unindexed_worker(&pod) {
+                return None;
+            }
+            let namespace = pod.namespace()?;
+            let cluster = cached(
+                &clusters,
+                &namespace,
+                pod.labels().get(keys::RAY_CLUSTER_LABEL)?,
+            )?;
+            let job = coexist::cluster_ray_job(&cluster)?;
+            Some(ObjectRef::new(job).within(&namespace))
+        })
         .run(reconcile_rayjob, error_policy, shared);
     drain(RAYJOB_NAME, results)
 }
@@ -69,6 +116,12 @@ pub fn run_rayclusters(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'st
         caches.ray_clusters.store(),
     )
     .owns_stream(caches.pod_groups.subscribe())
+    .owns_stream(
+        caches
+            .pods
+            .subscribe()
+            .filter(|pod| std::future::ready(pod.as_ref().map_or(true, unindexed_worker))),
+    )
     .run(reconcile_raycluster, error_policy, shared);
     drain(RAYCLUSTER_NAME, results)
 }
@@ -91,6 +144,11 @@ async fn reconcile_rayjob(
             .filter(|n| !n.is_empty())
             .and_then(|cluster_name| cached(&shared.clusters, &namespace, cluster_name));
         let pod_group = cached(&shared.pod_groups, &namespace, &keys::pod_group_name(&name));
+        let pods = cluster
+            .as_deref()
+            .and_then(|c| c.metadata.name.as_deref())
+            .map(|c| shared.cluster_pods(&namespace, c))
+            .unwrap_or_default();
         let decision = coexist::decide(
             Owner::RayJob(&job),
             &Snapshot {
@@ -98,6 +156,7 @@ async fn reconcile_rayjob(
                 cluster: cluster.as_deref(),
                 own_manager: MANAGER_NAME,
                 sub_groups: ctx.sub_groups.supported(),
+                pods: &pods,
             },
         );
         Ok(exec::carry_out(&writer, &mut Performer { writer: &writer }, decision).await?)
@@ -118,6 +177,7 @@ async fn reconcile_raycluster(
         }
         let writer = ctx.writer(&namespace, cluster.as_ref());
         let pod_group = cached(&shared.pod_groups, &namespace, &keys::pod_group_name(&name));
+        let pods = shared.cluster_pods(&namespace, &name);
         let decision = coexist::decide(
             Owner::RayCluster(&cluster),
             &Snapshot {
@@ -125,6 +185,7 @@ async fn reconcile_raycluster(
                 cluster: None,
                 own_manager: MANAGER_NAME,
                 sub_groups: ctx.sub_groups.supported(),
+                pods: &pods,
             },
         );
         Ok(exec::carry_out(&writer, &mut Performer { writer: &writer }, decision).await?)

@@ -344,3 +344,87 @@ async fn a_multi_host_group_binds_in_whole_replicas_only() {
     .await;
     drop(kuberay);
 }
+
+#[tokio::test]
+async fn a_multi_host_group_kuberay_made_without_replica_names_binds_as_one_group() {
+    let env = Env::load();
+    let ns = TestNamespace::with_labels(&env, "subgang-unindexed", &[OPT_IN, KUBERAY]).await;
+    let (head_pool, host_pool) = ("sg-unindexed-head", "sg-unindexed-hosts");
+    let _head = FakeNode::create(
+        &env,
+        &ns,
+        head_pool,
+        0,
+        &[("cpu", "4"), ("memory", "8Gi"), ("pods", "110")],
+    )
+    .await;
+    let _hosts = FakeNode::create(
+        &env,
+        &ns,
+        host_pool,
+        0,
+        &[("cpu", "4"), ("memory", "8Gi"), ("pods", "110")],
+    )
+    .await;
+    // KubeRay v1.5.0 without RayMultiHostIndexing: its multi-host Pods have no replica name,
+    // so a per-replica policy would leave every one of them in no sub-group.
+    let kuberay = KubeRay::start(&env, &[&ns], None).await;
+    create(
+        &ns,
+        autoscaling_cluster(
+            "slices",
+            head_pool,
+            json!([
+                {"groupName": "slice", "replicas": 2, "minReplicas": 1, "maxReplicas": 2,
+                 "numOfHosts": 2, "rayStartParams": {},
+                 "template": pinned(host_pool, json!([container("ray-worker", "1", "1Gi", None)]))}
+            ]),
+        ),
+    )
+    .await;
+
+    let workers = ns
+        .wait_for("KubeRay's 4 worker Pods", SETTLE, || async {
+            let pods = ray_pods(&ns, "slices").await;
+            let workers: Vec<Pod> = pods
+                .into_iter()
+                .filter(|p| label(p, "ray.io/node-type") == Some("worker"))
+                .collect();
+            Ok((workers.len() == 4).then_some(workers))
+        })
+        .await;
+    assert!(
+        workers
+            .iter()
+            .all(|p| label(p, "ray.io/worker-group-replica-name").is_none()),
+        "KubeRay without the gate names no replica: {:?}",
+        outline(&workers)
+    );
+    // The group is one sub-group of its 2 required Pods; minMember stays head + 2.
+    let group = ns
+        .wait_for("the whole-group policy", SETTLE, || async {
+            Ok(pod_group(&ns, "ray-slices-pg").await.filter(|pg| {
+                pg.spec.sub_group_policy.as_ref().is_some_and(|p| {
+                    p.len() == 1
+                        && p[0].match_label_keys.as_deref() == Some(&["ray.io/group".to_string()])
+                })
+            }))
+        })
+        .await;
+    let policy = &group.spec.sub_group_policy.clone().unwrap_or_default()[0];
+    assert_eq!(
+        (
+            group.spec.min_member,
+            policy.sub_group_size,
+            policy.min_sub_groups
+        ),
+        (Some(3), Some(2), Some(1))
+    );
+    // And Volcano binds it: the head and every worker, for which the nodes have room.
+    ns.wait_for("every Pod bound", SETTLE, || async {
+        let pods = ray_pods(&ns, "slices").await;
+        Ok((pods.len() == 5 && pods.iter().all(bound)).then_some(()))
+    })
+    .await;
+    drop(kuberay);
+}
