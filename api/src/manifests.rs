@@ -542,9 +542,14 @@ fn cluster_role(options: &InstallOptions) -> Value {
                 &["update"],
             ),
             // What the reconciler creates for them, read from its watch caches (never one by
-            // one): Pods (replaced by deleting), head Services (patched on a retry), submitter
+            // one): Pods (replaced by deleting; patched only to label a multi-host Pod made before
+            // raygate named replicas into one), head Services (patched on a retry), submitter
             // Jobs, PodGroups (resized).
-            rule(&[""], &["pods"], &["list", "watch", "create", "delete"]),
+            rule(
+                &[""],
+                &["pods"],
+                &["list", "watch", "create", "patch", "delete"],
+            ),
             rule(&[""], &["services"], &["list", "watch", "create", "patch"]),
             rule(
                 &["batch"],

@@ -9,13 +9,14 @@
 //! objects are named by identity, so an existing one is this pass's own) and to NotFound on
 //! resize or delete (success: the object is gone, and its deletion wakes the next pass).
 
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action as Requeue;
 use kube::runtime::events::{Event, EventType, Recorder};
@@ -366,6 +367,30 @@ impl Writer {
             }
             Err(e) if is_status(&e, 404) => Ok(()),
             Err(e) => Err(api_error(format!("resize PodGroup {}", size.name))(e)),
+        }
+    }
+
+    /// Adds `labels` to Pod `name` with a merge patch that also names its `uid`, so that a
+    /// same-named successor is left alone: the API server refuses to change a UID (409).
+    /// NotFound and that refusal are success; the next pass sees what is there instead.
+    pub(crate) async fn label_pod(
+        &self,
+        name: &str,
+        uid: Option<&str>,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<(), ReconcileError> {
+        let patch = json!({"metadata": {"uid": uid, "labels": labels}});
+        match self
+            .api::<Pod>()
+            .patch(name, &Self::patch_params(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(pod = %name, ?labels, "Pod labelled");
+                Ok(())
+            }
+            Err(e) if is_status(&e, 404) || is_status(&e, 409) => Ok(()),
+            Err(e) => Err(api_error(format!("label Pod {name}"))(e)),
         }
     }
 

@@ -74,6 +74,16 @@ pub enum Action {
     },
     /// Create a Pod (AlreadyExists is success: a stale view asked for a name that exists).
     CreatePod(Box<Pod>),
+    /// Add these labels to a running Pod (NotFound is success), guarded by its UID: a
+    /// multi-host Pod made before raygate named replicas joins one without a restart.
+    LabelPod {
+        /// Pod name.
+        name: String,
+        /// Pod UID, a precondition so a same-named successor is never relabelled.
+        uid: Option<String>,
+        /// The labels to add (no other label changes).
+        labels: BTreeMap<String, String>,
+    },
     /// Merge-patch the status subresource with this status (written only when it changed).
     UpdateStatus(Box<RayClusterStatus>),
     /// Record an Event on the cluster.
@@ -89,6 +99,7 @@ impl decision::Action for Action {
             Action::DeletePod { .. } => "FailedDeleteWorkerPod",
             Action::CreatePod(pod) if is_head(pod) => "FailedCreateHeadPod",
             Action::CreatePod(_) => "FailedCreateWorkerPod",
+            Action::LabelPod { .. } => "FailedToLabelWorkerPod",
             Action::UpdateStatus(_) | Action::Event(_) => return None,
         })
     }
@@ -247,6 +258,16 @@ fn earned_event(namespace: &str, write: &Action) -> Option<EventNote> {
         Action::DeletePod { name, reason, .. } => Some(EventNote::normal(
             "DeletedPod",
             format!("Deleted Pod {namespace}/{name}: {reason}"),
+        )),
+        Action::LabelPod { name, labels, .. } => Some(EventNote::normal(
+            "LabelledWorkerPod",
+            format!(
+                "Labelled Pod {namespace}/{name} into replica {} of its multi-host worker group (made before raygate named replicas; not restarted)",
+                labels
+                    .get(keys::REPLICA_NAME_LABEL)
+                    .map(String::as_str)
+                    .unwrap_or_default()
+            ),
         )),
         _ => None,
     }
@@ -434,14 +455,23 @@ pub struct ReplicaSlot {
 }
 
 impl ReplicaSlot {
+    /// The labels that put a Pod in this slot.
+    fn labels(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            (keys::REPLICA_NAME_LABEL.to_string(), self.name.clone()),
+            (
+                keys::REPLICA_INDEX_LABEL.to_string(),
+                self.index.to_string(),
+            ),
+            (keys::HOST_INDEX_LABEL.to_string(), self.host.to_string()),
+        ])
+    }
+
     fn label(&self, pod: &mut Pod) {
-        let labels = pod.metadata.labels.get_or_insert_with(BTreeMap::new);
-        labels.insert(keys::REPLICA_NAME_LABEL.to_string(), self.name.clone());
-        labels.insert(
-            keys::REPLICA_INDEX_LABEL.to_string(),
-            self.index.to_string(),
-        );
-        labels.insert(keys::HOST_INDEX_LABEL.to_string(), self.host.to_string());
+        pod.metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .extend(self.labels());
     }
 }
 
@@ -522,8 +552,10 @@ fn worker_group_actions(
 /// A multi-host group (`numOfHosts > 1`) is kept in whole replicas, each Pod labelled with its
 /// replica ([`ReplicaSlot`]), so that Volcano binds a replica whole or not at all:
 ///
-/// * a Pod without a replica name (made before raygate labelled replicas) is deleted and made
-///   again in a replica, since Volcano could never count it into one;
+/// * Pods without a replica name (made before raygate labelled replicas) are labelled into new
+///   replicas where they run, `numOfHosts` at a time, oldest first, since Volcano counts a Pod
+///   without one into no sub-group; deleting them would restart a running Ray cluster's
+///   workers for a label;
 /// * scaling down deletes whole replicas: incomplete ones first, then those with a Pod that is
 ///   not running and ready, then the newest;
 /// * scaling up first gives incomplete replicas their missing hosts, then adds replicas at the
@@ -537,14 +569,14 @@ fn multi_host_actions(
     actions: &mut Vec<Action>,
 ) -> Vec<Option<ReplicaSlot>> {
     let hosts = u32::try_from(hosts).unwrap_or(1);
+    let (labelled, mut unlabelled): (Vec<&Pod>, Vec<&Pod>) = remaining
+        .into_iter()
+        .partition(|pod| label_of(pod, keys::REPLICA_NAME_LABEL).is_some());
+    let adopted = adopt_into_replicas(cluster, group, hosts, &labelled, &mut unlabelled, actions);
     let mut replicas: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
-    for pod in remaining {
-        match label_of(pod, keys::REPLICA_NAME_LABEL) {
-            Some(replica) => replicas.entry(replica).or_default().push(pod),
-            None => actions.push(delete(
-                pod,
-                "it is in no replica of its multi-host worker group (no ray.io/worker-group-replica-name label)",
-            )),
+    for pod in labelled.into_iter().chain(&adopted) {
+        if let Some(replica) = label_of(pod, keys::REPLICA_NAME_LABEL) {
+            replicas.entry(replica).or_default().push(pod);
         }
     }
     let desired = u32::try_from(status::desired_pods(group) / i64::from(hosts)).unwrap_or(u32::MAX);
@@ -622,6 +654,59 @@ fn multi_host_actions(
         }));
     }
     creates
+}
+
+/// Labels `unlabelled` Pods of a multi-host group into new replicas at the lowest indices the
+/// `labelled` ones leave free, `hosts` Pods each, oldest first (the last one may be incomplete
+/// and gets its missing hosts like any other). Returns the Pods as labelled, for the rest of the
+/// pass to count.
+fn adopt_into_replicas(
+    cluster: &RayCluster,
+    group: &WorkerGroupSpec,
+    hosts: u32,
+    labelled: &[&Pod],
+    unlabelled: &mut [&Pod],
+    actions: &mut Vec<Action>,
+) -> Vec<Pod> {
+    let mut used: BTreeSet<u32> = labelled
+        .iter()
+        .filter_map(|p| label_of(p, keys::REPLICA_INDEX_LABEL)?.parse().ok())
+        .collect();
+    unlabelled.sort_by(|a, b| {
+        let key = |p: &Pod| {
+            (
+                p.metadata.creation_timestamp.clone(),
+                p.metadata.name.clone(),
+            )
+        };
+        key(a).cmp(&key(b))
+    });
+    let mut adopted = Vec::with_capacity(unlabelled.len());
+    let mut index = 0;
+    for replica in unlabelled.chunks(hosts as usize) {
+        while used.contains(&index) {
+            index += 1;
+        }
+        used.insert(index);
+        let name = replica_name(cluster, &group.group_name, index);
+        for (host, pod) in (0..hosts).zip(replica) {
+            let slot = ReplicaSlot {
+                name: name.clone(),
+                index,
+                host,
+                slot: index.saturating_mul(hosts).saturating_add(host),
+            };
+            actions.push(Action::LabelPod {
+                name: pod.metadata.name.clone().unwrap_or_default(),
+                uid: pod.metadata.uid.clone(),
+                labels: slot.labels(),
+            });
+            let mut pod = (*pod).clone();
+            slot.label(&mut pod);
+            adopted.push(pod);
+        }
+    }
+    adopted
 }
 
 fn newest_first(pods: &mut [&Pod]) {

@@ -244,6 +244,9 @@ impl Perform<Action> for Performer<'_> {
                     other => other,
                 }
             }
+            Action::LabelPod { name, uid, labels } => {
+                writer.label_pod(&name, uid.as_deref(), &labels).await
+            }
             Action::UpdateStatus(status) => {
                 let updated = writer
                     .api::<RayCluster>()

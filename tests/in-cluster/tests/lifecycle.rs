@@ -280,7 +280,7 @@ fn steady_rayjob() -> DynamicObject {
 
 /// Grants raygate uses on paths this suite does not take, so that its audit cannot show them
 /// used; each names the path.
-const NOT_USED_HERE: [(&str, &str, &str); 13] = [
+const NOT_USED_HERE: [(&str, &str, &str); 14] = [
     // The `OwnerReferencesPermissionEnforcement` admission plugin (OpenShift turns it on; the
     // environment does not) lets only a user who may update an owner's `finalizers` set
     // `blockOwnerDeletion` on its dependents, which raygate's objects carry.
@@ -299,6 +299,9 @@ const NOT_USED_HERE: [(&str, &str, &str); 13] = [
     ("", "services", "patch"),
     // A failed or surplus Ray Pod replaced (`reconciler/src/controllers/raycluster.rs`, `DeletePod`).
     ("", "pods", "delete"),
+    // A multi-host Pod made before raygate named replicas labelled into one
+    // (`raygate_api::cluster::Action::LabelPod`): this suite's RayJobs have single-host groups.
+    ("", "pods", "patch"),
     // A QueuePolicy's status: this suite creates none (tests/tests/queue_policy.rs does, with
     // raygate as a host process).
     ("raygate.io", "queuepolicies/status", "patch"),

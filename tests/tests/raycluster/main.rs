@@ -347,6 +347,77 @@ async fn replicas_scale_up_and_down_and_workers_to_delete_are_replaced() {
 }
 
 #[tokio::test]
+async fn multi_host_pods_of_a_raygate_before_sub_gangs_are_labelled_into_replicas_not_restarted() {
+    let env = Env::load();
+    let ns = namespace(&env, "rc-adopt", true).await;
+    let mut cluster = ray_cluster("adopt", 2);
+    cluster.spec.worker_group_specs.as_mut().expect("groups")[0].num_of_hosts = Some(2);
+    let mut reconciler = Reconciler::start(&env, &ns, None).await;
+    create(&ns, &cluster).await;
+    let pods = wait_ready(&ns, "adopt", 4).await;
+    reconciler.kill().await;
+    drop(reconciler);
+
+    // What a raygate before sub-gangs left: multi-host workers without replica labels.
+    let replica_keys = [
+        "ray.io/worker-group-replica-name",
+        "ray.io/worker-group-replica-index",
+        "ray.io/replica-host-index",
+    ];
+    let workers: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| label(p, "ray.io/node-type") == "worker")
+        .collect();
+    for pod in &workers {
+        let remove: Vec<serde_json::Value> = replica_keys
+            .iter()
+            .map(|key| json!({"op": "remove", "path": format!("/metadata/labels/{}", key.replace('/', "~1"))}))
+            .collect();
+        ns.api::<Pod>()
+            .patch(
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::<()>::Json(serde_json::from_value(json!(remove)).expect("a JSON patch")),
+            )
+            .await
+            .expect("strip the replica labels");
+    }
+    let uids = |pods: &[Pod]| -> std::collections::BTreeSet<String> {
+        pods.iter().filter_map(|p| p.uid()).collect()
+    };
+    let before = uids(&pods);
+
+    // The upgraded raygate labels them into two replicas of two hosts, in place.
+    let _reconciler = Reconciler::start(&env, &ns, None).await;
+    let replicas = ns
+        .wait_for("every worker labelled into a replica", SETTLE, || async {
+            let pods = live_pods(&ns, "adopt").await?;
+            let mut replicas: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+            for pod in pods
+                .iter()
+                .filter(|p| label(p, "ray.io/node-type") == "worker")
+            {
+                replicas
+                    .entry(label(pod, replica_keys[0]).to_string())
+                    .or_default()
+                    .push(label(pod, replica_keys[2]).to_string());
+            }
+            Ok((!replicas.contains_key("") && replicas.len() == 2).then_some(replicas))
+        })
+        .await;
+    for hosts in replicas.values() {
+        let mut hosts = hosts.clone();
+        hosts.sort();
+        assert_eq!(hosts, ["0", "1"], "{replicas:?}");
+    }
+    for _ in 0..5 {
+        let pods = wait_ready(&ns, "adopt", 4).await;
+        assert_eq!(uids(&pods), before, "a Pod was deleted or made again");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+#[tokio::test]
 async fn suspend_deletes_every_pod_and_zeroes_the_podgroup_and_resume_recreates_them() {
     let env = Env::load();
     let ns = namespace(&env, "rc-suspend", true).await;

@@ -166,6 +166,23 @@ fn deleted(plan: &Plan) -> Vec<String> {
         .collect()
 }
 
+/// Applies the plan's `LabelPod` actions to the Pods they name (and whose UID they name).
+fn apply_labels(plan: &Plan, pods: &mut [Pod]) {
+    for action in &plan.actions {
+        if let Action::LabelPod { name, uid, labels } = action {
+            let pod = pods
+                .iter_mut()
+                .find(|p| p.metadata.name.as_ref() == Some(name))
+                .expect("a labelled Pod exists");
+            assert_eq!(&pod.metadata.uid, uid, "the UID precondition of {name}");
+            pod.metadata
+                .labels
+                .get_or_insert_with(Default::default)
+                .extend(labels.clone());
+        }
+    }
+}
+
 /// Runs the cluster until nothing is left to do, every created Pod becoming Running/Ready.
 fn converge(c: &RayCluster, pods: &mut Vec<Pod>) {
     let svc = service(c);
@@ -176,6 +193,7 @@ fn converge(c: &RayCluster, pods: &mut Vec<Pod>) {
         }
         let gone = deleted(&p);
         pods.retain(|pod| !gone.contains(pod.metadata.name.as_ref().expect("name")));
+        apply_labels(&p, pods);
         for (i, pod) in created(&p).iter().enumerate() {
             pods.push(existing(pod, "Running", true, &format!("uid-{round}-{i}")));
         }
@@ -882,22 +900,95 @@ fn a_lost_host_is_replaced_in_its_replica_and_scaling_down_removes_whole_replica
 }
 
 #[test]
-fn a_multi_host_pod_in_no_replica_is_made_again_in_one() {
-    let c = multi_host(1);
+fn multi_host_pods_in_no_replica_are_labelled_into_replicas_where_they_run() {
+    // Pods an older raygate made: no replica labels at all. None is deleted or made again.
+    let c = multi_host(2);
     let mut pods = Vec::new();
     converge(&c, &mut pods);
-    let unlabelled = pods
-        .iter_mut()
-        .find(|p| node_type(p) == Some("worker"))
-        .expect("a worker");
-    let labels = unlabelled.metadata.labels.as_mut().expect("labels");
-    labels.remove(keys::REPLICA_NAME_LABEL);
-    let name = unlabelled.metadata.name.clone().expect("name");
+    for pod in &mut pods {
+        let labels = pod.metadata.labels.as_mut().expect("labels");
+        for key in [
+            keys::REPLICA_NAME_LABEL,
+            keys::REPLICA_INDEX_LABEL,
+            keys::HOST_INDEX_LABEL,
+        ] {
+            labels.remove(key);
+        }
+    }
+    let names = |pods: &[Pod]| -> BTreeSet<String> {
+        pods.iter()
+            .filter_map(|p| p.metadata.name.clone())
+            .collect()
+    };
+    let before = names(&pods);
     let p = plan(&c, &pods, Some(&service(&c)), None, false);
-    assert_eq!(deleted(&p), [name]);
+    assert!(deleted(&p).is_empty(), "{:?}", deleted(&p));
+    assert!(created(&p).is_empty(), "{:?}", created(&p));
+    let noted = p
+        .events
+        .iter()
+        .filter(|note| note.reason == "LabelledWorkerPod" && !note.warning)
+        .count();
+    assert_eq!(noted, 4, "{:?}", p.events);
+    apply_labels(&p, &mut pods);
+    let rows = replicas_of(&pods);
+    let replicas: BTreeSet<(&str, &str)> =
+        rows.iter().map(|r| (r.0.as_str(), r.1.as_str())).collect();
+    assert_eq!(replicas.len(), 2, "{rows:?}");
+    assert_eq!(
+        replicas.iter().map(|r| r.1).collect::<Vec<_>>(),
+        ["0", "1"],
+        "{rows:?}"
+    );
+    for (name, _) in &replicas {
+        let hosts: Vec<&str> = rows
+            .iter()
+            .filter(|r| r.0 == *name)
+            .map(|r| r.2.as_str())
+            .collect();
+        assert_eq!(hosts, ["0", "1"], "{rows:?}");
+    }
+    // Labelled, the cluster is as it should be: nothing more to do to its Pods.
     converge(&c, &mut pods);
-    assert_eq!(replicas_of(&pods).len(), 2);
-    assert!(replicas_of(&pods).iter().all(|r| r.0 != "-"));
+    assert_eq!(names(&pods), before);
+
+    // One unlabelled Pod next to a whole replica: a replica of its own at the next free index,
+    // whose missing host is then made.
+    let c = multi_host(2);
+    let mut pods = Vec::new();
+    converge(&c, &mut pods);
+    let stray = pods
+        .iter_mut()
+        .find(|p| label_of(p, keys::REPLICA_INDEX_LABEL) == Some("1"))
+        .expect("a Pod of replica 1");
+    let stray_name = stray.metadata.name.clone().expect("name");
+    let labels = stray.metadata.labels.as_mut().expect("labels");
+    labels.remove(keys::REPLICA_NAME_LABEL);
+    labels.remove(keys::REPLICA_INDEX_LABEL);
+    labels.remove(keys::HOST_INDEX_LABEL);
+    pods.retain(|p| {
+        label_of(p, keys::REPLICA_INDEX_LABEL) != Some("1")
+            || p.metadata.name.as_deref() == Some(&stray_name)
+    });
+    let p = plan(&c, &pods, Some(&service(&c)), None, false);
+    assert!(deleted(&p).is_empty(), "{:?}", deleted(&p));
+    let labelled: Vec<&BTreeMap<String, String>> = p
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::LabelPod { name, labels, .. } if *name == stray_name => Some(labels),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(labelled.len(), 1, "{:?}", p.actions);
+    assert_eq!(labelled[0][keys::REPLICA_INDEX_LABEL], "1");
+    assert_eq!(labelled[0][keys::HOST_INDEX_LABEL], "0");
+    let made = replicas_of(&created(&p));
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert_eq!(
+        (made[0].0.as_str(), made[0].1.as_str(), made[0].2.as_str()),
+        (labelled[0][keys::REPLICA_NAME_LABEL].as_str(), "1", "1")
+    );
 }
 
 #[test]
