@@ -32,7 +32,8 @@ pub const EXCEEDS_QUEUE_CAPABILITY: &str = "ExceedsQueueCapability";
 pub const WAITING_FOR_QUEUE_QUOTA: &str = "WaitingForQueueQuota";
 /// The nodes (or the cluster's free resources) cannot take the gang.
 pub const INSUFFICIENT_NODE_RESOURCES: &str = "InsufficientNodeResources";
-/// Fewer member Pods exist than `minMember` (and Volcano reports the gang unschedulable).
+/// Fewer member Pods exist than `minMember` because creating the others failed (and Volcano
+/// reports the gang unschedulable).
 pub const WAITING_FOR_GANG: &str = "WaitingForGang";
 /// Reason of the False condition: the gang is bound.
 pub const GANG_SCHEDULED: &str = "GangScheduled";
@@ -108,13 +109,23 @@ pub enum GangState {
 }
 
 /// Why the gang of `pod_group` waits, if it does. `queue` is the PodGroup's queue (`None`: it
-/// does not exist), `pods` its member Pods.
+/// does not exist), `pods` its member Pods, `creation_failure` why the last attempt to create
+/// the missing ones failed (the cluster's `ReplicaFailure` condition), if it did.
+///
+/// Fewer members than `minMember` are a cause only with a creation failure: without one the
+/// cluster is still making them (every normal start has a moment with Volcano's
+/// `NotEnoughTasks` verdict and Pods on their way), so it is not a wait to warn about.
 ///
 /// Causes the queue alone proves (a missing or closed queue, `minResources` beyond the
 /// capability or beyond what is left of it) are named at once; the others only once Volcano has
 /// said so in a PodGroup condition, so a gang Volcano has not yet looked at is
 /// [`GangState::Undetermined`] rather than a false alarm.
-pub fn gang_state(pod_group: &PodGroup, queue: Option<&Queue>, pods: GangPods) -> GangState {
+pub fn gang_state(
+    pod_group: &PodGroup,
+    queue: Option<&Queue>,
+    pods: GangPods,
+    creation_failure: Option<&str>,
+) -> GangState {
     let name = pod_group.metadata.name.as_deref().unwrap_or_default();
     let min_member = pod_group.spec.min_member.unwrap_or(0);
     let queue_name = pod_group.spec.queue.as_deref().unwrap_or("default");
@@ -178,14 +189,15 @@ pub fn gang_state(pod_group: &PodGroup, queue: Option<&Queue>, pods: GangPods) -
     };
     let volcano_message = volcano.message.as_deref().unwrap_or_default();
     if volcano.reason.as_deref() == Some(NOT_ENOUGH_TASKS) || pods.created < min_member {
-        if pods.created >= min_member {
-            // Volcano counted before the last Pods arrived; its next cycle decides.
+        // Volcano counted before the last Pods arrived, or they are still being made: its next
+        // cycle, or the creation's outcome, decides.
+        let Some(failure) = creation_failure.filter(|_| pods.created < min_member) else {
             return GangState::Undetermined;
-        }
+        };
         return waiting(
             WAITING_FOR_GANG,
             format!(
-                "{} of minMember {min_member} Pods of PodGroup {name} exist ({} bound): Volcano binds none until all {min_member} exist{}",
+                "{} of minMember {min_member} Pods of PodGroup {name} exist ({} bound): Volcano binds none until all {min_member} exist, and creating the others failed: {failure}{}",
                 pods.created,
                 pods.bound,
                 said(volcano_message)

@@ -231,7 +231,17 @@ fn gang_state(cluster: &RayCluster, observed: &Snapshot<'_>) -> GangState {
     match observed.pod_group.filter(|_| observed.volcano) {
         Some(pod_group) => {
             let name = pod_group.metadata.name.as_deref().unwrap_or_default();
-            pending::gang_state(pod_group, observed.queue, GangPods::of(observed.pods, name))
+            // This pass's failed write, else the one the status still reports.
+            let failure = observed
+                .failed_write
+                .map(|f| f.message)
+                .or_else(|| status::replica_failure(cluster.status.as_ref()));
+            pending::gang_state(
+                pod_group,
+                observed.queue,
+                GangPods::of(observed.pods, name),
+                failure,
+            )
         }
         None => GangState::Undetermined,
     }

@@ -398,6 +398,17 @@ pub fn finish(mut status: RayClusterStatus, now: &Time) -> RayClusterStatus {
     status
 }
 
+/// The message of a cluster's `ReplicaFailure` condition while it is True: why its last create
+/// or delete of a Pod failed.
+pub fn replica_failure(status: Option<&RayClusterStatus>) -> Option<&str> {
+    status?
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == CONDITION_REPLICA_FAILURE && c.status == "True")
+        .map(|c| c.message.as_str())
+}
+
 /// Adds (or replaces) the `ReplicaFailure` condition after a failed create or delete.
 pub fn with_replica_failure(
     mut status: RayClusterStatus,

@@ -356,6 +356,74 @@ fn initializing_waits_for_a_ready_cluster_copying_its_status() {
 }
 
 #[test]
+fn a_gang_whose_pods_are_still_being_made_is_no_wait_until_their_creation_fails() {
+    let mut world = World::new(initializing(job("")));
+    world.volcano = true;
+    world.cluster = Some(cluster_of(&world.job, None));
+    let mut pod_group = crate::sizing::ray_job_pod_group(&world.job).unwrap();
+    // Volcano's first look at a new gang: no Pods yet.
+    pod_group.status = Some(
+        serde_json::from_value(json!({"phase": "Inqueue", "conditions": [{
+            "type": "Unschedulable", "status": "True",
+            "lastTransitionTime": at(NOW - 1), "reason": "NotEnoughTasks",
+            "message": "Not enough valid tasks for gang-scheduling, valid: 0, min: 3"}]}))
+        .unwrap(),
+    );
+    world.pod_group = Some(pod_group);
+    world.gang_pods = GangPods {
+        created: 1,
+        bound: 0,
+    };
+    let decision = world.decide();
+    assert!(events(&decision).is_empty(), "{:?}", events(&decision));
+    let status = status_of(&decision).unwrap_or_else(|| world.job.status.clone().unwrap());
+    assert_eq!(status.message, None);
+    assert!(
+        status
+            .conditions
+            .iter()
+            .flatten()
+            .all(|c| c.type_ != "GangPending"),
+        "{:?}",
+        status.conditions
+    );
+
+    // The cluster could not create the others: the gang waits for them, and says why.
+    let mut cluster = cluster_of(&world.job, None);
+    cluster.status = Some(crate::cluster::status::with_replica_failure(
+        Default::default(),
+        "FailedCreateWorkerPod",
+        "create Pod w: exceeded quota: one-pod",
+        &at(NOW),
+    ));
+    world.cluster = Some(cluster);
+    let decision = world.decide();
+    assert_eq!(events(&decision), ["WaitingForGang"]);
+    let status = status_of(&decision).unwrap();
+    let condition = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "GangPending")
+        .expect("GangPending");
+    assert!(
+        condition
+            .message
+            .contains("and creating the others failed: create Pod w: exceeded quota: one-pod"),
+        "{}",
+        condition.message
+    );
+    assert!(
+        status
+            .message
+            .as_deref()
+            .is_some_and(|m| m.starts_with("Waiting for gang scheduling")),
+        "{:?}",
+        status.message
+    );
+}
+
+#[test]
 fn an_unschedulable_gang_is_explained_in_status_until_the_cluster_is_ready() {
     let mut world = World::new(initializing(job("")));
     world.volcano = true;
@@ -376,10 +444,8 @@ fn an_unschedulable_gang_is_explained_in_status_until_the_cluster_is_ready() {
     };
     let decision = world.decide();
     assert_eq!(kinds(&decision), ["UpdateStatus"]);
-    assert_eq!(
-        events(&decision),
-        ["GangUnschedulable", "InsufficientNodeResources"]
-    );
+    // One Warning Event, the condition's: the cause with its numbers.
+    assert_eq!(events(&decision), ["InsufficientNodeResources"]);
     let status = status_of(&decision).unwrap();
     assert_eq!(
         status.job_deployment_status.as_deref(),

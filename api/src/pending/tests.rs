@@ -49,7 +49,7 @@ fn waiting(state: GangState) -> (&'static str, String) {
 
 #[test]
 fn a_missing_queue_is_named() {
-    let state = gang_state(&pod_group(json!({"phase": "Pending"})), None, PODS);
+    let state = gang_state(&pod_group(json!({"phase": "Pending"})), None, PODS, None);
     let (reason, message) = waiting(state);
     assert_eq!(reason, QUEUE_NOT_FOUND);
     assert_eq!(
@@ -62,7 +62,7 @@ fn a_missing_queue_is_named() {
 fn a_closed_or_closing_queue_holds_a_pending_gang() {
     for state in ["Closed", "Closing", "Unknown"] {
         let q = queue(json!({}), json!({"state": state}));
-        let (reason, message) = waiting(gang_state(&pod_group(json!({})), Some(&q), PODS));
+        let (reason, message) = waiting(gang_state(&pod_group(json!({})), Some(&q), PODS, None));
         assert_eq!(reason, QUEUE_CLOSED);
         assert_eq!(
             message,
@@ -75,7 +75,7 @@ fn a_closed_or_closing_queue_holds_a_pending_gang() {
     let q = queue(json!({}), json!({"state": "Closed"}));
     let inqueue = pod_group(json!({"phase": "Inqueue"}));
     assert_eq!(
-        gang_state(&inqueue, Some(&q), PODS),
+        gang_state(&inqueue, Some(&q), PODS, None),
         GangState::Undetermined
     );
 }
@@ -86,7 +86,12 @@ fn a_gang_beyond_the_capability_is_never_admitted() {
         json!({"capability": {"cpu": "1500m", "memory": "8Gi"}}),
         json!({"state": "Open", "allocated": {"cpu": "0"}}),
     );
-    let state = gang_state(&pod_group(json!({"phase": "Pending"})), Some(&q), PODS);
+    let state = gang_state(
+        &pod_group(json!({"phase": "Pending"})),
+        Some(&q),
+        PODS,
+        None,
+    );
     let (reason, message) = waiting(state);
     assert_eq!(reason, EXCEEDS_QUEUE_CAPABILITY);
     assert_eq!(
@@ -102,7 +107,12 @@ fn a_gang_that_fits_the_capability_but_not_next_to_the_allocation_waits_for_quot
                "guarantee": {"resource": {"cpu": "1"}}}),
         json!({"state": "Open", "allocated": {"cpu": "1500m", "memory": "1Gi"}}),
     );
-    let state = gang_state(&pod_group(json!({"phase": "Pending"})), Some(&q), PODS);
+    let state = gang_state(
+        &pod_group(json!({"phase": "Pending"})),
+        Some(&q),
+        PODS,
+        None,
+    );
     let (reason, message) = waiting(state);
     assert_eq!(reason, WAITING_FOR_QUEUE_QUOTA);
     assert_eq!(
@@ -119,10 +129,13 @@ fn room_reserved_by_admitted_gangs_is_quota_once_volcano_refuses() {
     );
     // Volcano has not looked yet: nothing is claimed.
     let fresh = pod_group(json!({"phase": "Pending"}));
-    assert_eq!(gang_state(&fresh, Some(&q), PODS), GangState::Undetermined);
+    assert_eq!(
+        gang_state(&fresh, Some(&q), PODS, None),
+        GangState::Undetermined
+    );
     let refused = pod_group(json!({"phase": "Pending", "conditions": [unschedulable(
         "NotEnoughResources", "3/3 tasks in gang unschedulable: pod group is not ready, 3 Pending, 3 minAvailable")]}));
-    let (reason, message) = waiting(gang_state(&refused, Some(&q), PODS));
+    let (reason, message) = waiting(gang_state(&refused, Some(&q), PODS, None));
     assert_eq!(reason, WAITING_FOR_QUEUE_QUOTA);
     assert_eq!(
         message,
@@ -134,7 +147,7 @@ fn room_reserved_by_admitted_gangs_is_quota_once_volcano_refuses() {
 fn a_pending_gang_the_queue_admits_is_held_by_the_clusters_free_resources() {
     let refused = pod_group(json!({"phase": "Pending", "conditions": [unschedulable(
         "NotEnoughResources", "3/3 tasks in gang unschedulable: pod group is not ready, 3 Pending, 3 minAvailable")]}));
-    let (reason, message) = waiting(gang_state(&refused, Some(&open()), PODS));
+    let (reason, message) = waiting(gang_state(&refused, Some(&open()), PODS, None));
     assert_eq!(reason, INSUFFICIENT_NODE_RESOURCES);
     assert_eq!(
         message,
@@ -152,7 +165,7 @@ fn an_admitted_gang_the_nodes_cannot_take_names_the_short_resources() {
         created: 3,
         bound: 0,
     };
-    let (reason, message) = waiting(gang_state(&pg, Some(&open()), pods));
+    let (reason, message) = waiting(gang_state(&pg, Some(&open()), pods, None));
     assert_eq!(reason, INSUFFICIENT_NODE_RESOURCES);
     assert_eq!(
         message,
@@ -163,29 +176,41 @@ fn an_admitted_gang_the_nodes_cannot_take_names_the_short_resources() {
 }
 
 #[test]
-fn too_few_member_pods_wait_for_the_gang_once_volcano_says_so() {
+fn too_few_member_pods_wait_for_the_gang_once_volcano_says_so_and_their_creation_failed() {
     let pg = pod_group(json!({"phase": "Inqueue", "conditions": [unschedulable(
         "NotEnoughTasks", "Not enough valid tasks for gang-scheduling, valid: 1, min: 3")]}));
     let one = GangPods {
         created: 1,
         bound: 0,
     };
-    let (reason, message) = waiting(gang_state(&pg, Some(&open()), one));
+    let quota = "create Pod ray-demo-worker-x: pods \"ray-demo-worker-x\" is forbidden: exceeded quota: one-pod";
+    let (reason, message) = waiting(gang_state(&pg, Some(&open()), one, Some(quota)));
     assert_eq!(reason, WAITING_FOR_GANG);
     assert_eq!(
         message,
-        "1 of minMember 3 Pods of PodGroup ray-demo-pg exist (0 bound): Volcano binds none until all 3 exist (Volcano: Not enough valid tasks for gang-scheduling, valid: 1, min: 3)"
+        format!(
+            "1 of minMember 3 Pods of PodGroup ray-demo-pg exist (0 bound): Volcano binds none until all 3 exist, and creating the others failed: {quota} (Volcano: Not enough valid tasks for gang-scheduling, valid: 1, min: 3)"
+        )
     );
     // Volcano v1.14 says NotEnoughResources when Pods are missing: the count decides.
     let missing = pod_group(json!({"phase": "Inqueue", "conditions": [unschedulable(
         "NotEnoughResources", "2/1 tasks in gang unschedulable: pod group is not ready, 1 Pending, 2 minAvailable")]}));
     assert_eq!(
-        waiting(gang_state(&missing, Some(&open()), one)).0,
+        waiting(gang_state(&missing, Some(&open()), one, Some(quota))).0,
         WAITING_FOR_GANG
+    );
+    // Without a failure the Pods are on their way (every start has this moment): no claim.
+    assert_eq!(
+        gang_state(&pg, Some(&open()), one, None),
+        GangState::Undetermined
+    );
+    assert_eq!(
+        gang_state(&missing, Some(&open()), one, None),
+        GangState::Undetermined
     );
     // Volcano counted before the last Pods arrived: no claim until it looks again.
     assert_eq!(
-        gang_state(&pg, Some(&open()), PODS),
+        gang_state(&pg, Some(&open()), PODS, None),
         GangState::Undetermined
     );
 }
@@ -194,7 +219,7 @@ fn too_few_member_pods_wait_for_the_gang_once_volcano_says_so() {
 fn a_bound_or_running_gang_is_scheduled_and_a_newer_scheduled_condition_wins() {
     let running = pod_group(json!({"phase": "Running"}));
     assert_eq!(
-        gang_state(&running, None, PODS),
+        gang_state(&running, None, PODS, None),
         GangState::Clear {
             reason: GANG_SCHEDULED,
             message: "Volcano bound the gang: 0 of minMember 3 Pods of PodGroup ray-demo-pg are on nodes (phase Running)".into()
@@ -206,7 +231,7 @@ fn a_bound_or_running_gang_is_scheduled_and_a_newer_scheduled_condition_wins() {
     };
     let inqueue = pod_group(json!({"phase": "Inqueue"}));
     assert!(matches!(
-        gang_state(&inqueue, Some(&open()), bound),
+        gang_state(&inqueue, Some(&open()), bound, None),
         GangState::Clear {
             reason: GANG_SCHEDULED,
             ..
@@ -217,7 +242,7 @@ fn a_bound_or_running_gang_is_scheduled_and_a_newer_scheduled_condition_wins() {
         {"type": "Scheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:09Z",
          "reason": "tasks in gang are ready to be scheduled"}]}));
     assert_eq!(
-        gang_state(&rescheduled, Some(&open()), PODS),
+        gang_state(&rescheduled, Some(&open()), PODS, None),
         GangState::Undetermined
     );
 }
@@ -346,7 +371,7 @@ fn long_volcano_messages_are_cut_at_a_character_boundary() {
     let pg = pod_group(
         json!({"phase": "Inqueue", "conditions": [unschedulable("NotEnoughResources", &long)]}),
     );
-    let (_, message) = waiting(gang_state(&pg, Some(&open()), PODS));
+    let (_, message) = waiting(gang_state(&pg, Some(&open()), PODS, None));
     assert!(message.len() <= MAX_MESSAGE + '…'.len_utf8());
     assert!(message.ends_with('…'));
 }

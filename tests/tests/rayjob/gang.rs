@@ -237,7 +237,7 @@ async fn a_gang_larger_than_its_nodes_binds_nothing_says_why_and_runs_once_capac
     let events = events_about(&ns, "big").await.unwrap();
     assert!(
         events.iter().any(|e| {
-            e.reason.as_deref() == Some("GangUnschedulable")
+            e.reason.as_deref() == Some("InsufficientNodeResources")
                 && e.type_.as_deref() == Some("Warning")
         }),
         "a Warning Event on the RayJob\n{}",

@@ -589,7 +589,6 @@ fn the_clusters_own_gang_gets_the_gang_pending_condition_and_an_event() {
             "message": "Not enough valid tasks for gang-scheduling, valid: 1, min: 3"}]}))
         .expect("status"),
     );
-    let p = plan(&c, &pods, Some(&service(&c)), Some(&pg), true);
     let gang = |p: &Plan| {
         p.status
             .conditions
@@ -598,6 +597,19 @@ fn the_clusters_own_gang_gets_the_gang_pending_condition_and_an_event() {
             .find(|c| c.type_ == "GangPending")
             .cloned()
     };
+    // The pass makes the missing workers: they are on their way, not a cause.
+    let p = plan(&c, &pods, Some(&service(&c)), Some(&pg), true);
+    assert_eq!(created(&p).len(), 2);
+    assert_eq!(gang(&p), None);
+    assert!(p.events.iter().all(|e| !e.warning), "{:?}", p.events);
+    // Their creation failed (the status says so): now the gang waits for them, and says why.
+    c.status = Some(status::with_replica_failure(
+        RayClusterStatus::default(),
+        "FailedCreateWorkerPod",
+        "create Pod demo-small-worker-x: exceeded quota: one-pod",
+        &now(),
+    ));
+    let p = plan(&c, &pods, Some(&service(&c)), Some(&pg), true);
     let waiting = gang(&p).expect("GangPending");
     assert_eq!(
         (waiting.status.as_str(), waiting.reason.as_str()),
@@ -606,7 +618,7 @@ fn the_clusters_own_gang_gets_the_gang_pending_condition_and_an_event() {
     assert!(
         waiting
             .message
-            .starts_with("1 of minMember 3 Pods of PodGroup ray-demo-pg exist"),
+            .starts_with("1 of minMember 3 Pods of PodGroup ray-demo-pg exist (0 bound): Volcano binds none until all 3 exist, and creating the others failed: create Pod demo-small-worker-x: exceeded quota: one-pod"),
         "{}",
         waiting.message
     );

@@ -4,10 +4,12 @@
 use std::collections::BTreeMap;
 
 use super::Pass;
+use crate::cluster;
 use crate::lifecycle::gang::gang_wait_message;
 use crate::lifecycle::{Action, DeploymentStatus, PodGroupSize};
 use crate::pending::{self, GangState};
 use crate::sizing::{self, GangSize};
+use crate::volcano::PodGroup;
 
 impl<'s, 'a> Pass<'s, 'a> {
     /// Initializing / Running: the RayJob's PodGroup exists with the spec's gang (re-synced on
@@ -50,21 +52,25 @@ impl<'s, 'a> Pass<'s, 'a> {
         Ok(())
     }
 
-    /// Initializing with a cluster that is not ready: `status.message` says what Volcano reports
-    /// about the gang (cleared when it reports nothing), and a Warning Event records each new
-    /// explanation.
+    /// Initializing with a cluster that is not ready: once the gang waits for a cause
+    /// ([`pending::gang_state`]), `status.message` says what Volcano reports about it, until
+    /// Volcano reports nothing or the gang is bound. The `GangPending` condition's Warning Event records each new cause
+    /// ([`Self::track_gang`]), so this adds none.
     pub(super) fn explain_gang_wait(&mut self) {
-        let message = self
-            .s
-            .pod_group
-            .filter(|_| self.s.volcano && !self.selector_mode())
-            .and_then(gang_wait_message);
-        if message == self.st.message {
-            return;
-        }
-        if let Some(text) = &message {
-            self.event(true, "GangUnschedulable", text.clone());
-        }
+        let message = match self.s.pod_group {
+            Some(pod_group) if self.holds_gang() => match self.gang_state(pod_group) {
+                GangState::Waiting { .. } => gang_wait_message(pod_group),
+                // A gang on its way (Pods still being made) gets no word; one that has one
+                // follows Volcano's.
+                GangState::Undetermined => self
+                    .st
+                    .message
+                    .as_ref()
+                    .and_then(|_| gang_wait_message(pod_group)),
+                GangState::Clear { .. } => None,
+            },
+            _ => None,
+        };
         self.st.message = message;
     }
 
@@ -114,14 +120,9 @@ impl<'s, 'a> Pass<'s, 'a> {
     /// cause.
     pub(super) fn track_gang(&mut self) {
         let state = self.state();
-        let holds_gang = matches!(
-            state,
-            DeploymentStatus::Initializing | DeploymentStatus::Waiting | DeploymentStatus::Running
-        ) && self.s.volcano
-            && !self.selector_mode();
-        let gang = if holds_gang {
+        let gang = if self.holds_gang() {
             match self.s.pod_group {
-                Some(pod_group) => pending::gang_state(pod_group, self.s.queue, self.s.gang_pods),
+                Some(pod_group) => self.gang_state(pod_group),
                 None => GangState::Undetermined,
             }
         } else {
@@ -140,5 +141,27 @@ impl<'s, 'a> Pass<'s, 'a> {
             self.actions.push(Action::Event(event));
         }
         self.st.conditions = Some(after);
+    }
+
+    /// Whether the RayJob holds a gang now: Initializing, Waiting or Running, in a Volcano
+    /// namespace, not in clusterSelector mode.
+    fn holds_gang(&self) -> bool {
+        matches!(
+            self.state(),
+            DeploymentStatus::Initializing | DeploymentStatus::Waiting | DeploymentStatus::Running
+        ) && self.s.volcano
+            && !self.selector_mode()
+    }
+
+    /// Why `pod_group` waits, if it does, with the cluster's Pod creation failure.
+    fn gang_state(&self, pod_group: &PodGroup) -> GangState {
+        pending::gang_state(
+            pod_group,
+            self.s.queue,
+            self.s.gang_pods,
+            self.s
+                .cluster
+                .and_then(|c| cluster::status::replica_failure(c.status.as_ref())),
+        )
     }
 }
