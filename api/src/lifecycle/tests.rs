@@ -356,6 +356,52 @@ fn initializing_waits_for_a_ready_cluster_copying_its_status() {
 }
 
 #[test]
+fn a_change_of_the_mirrored_cluster_status_alone_is_written_at_most_two_seconds_late() {
+    let mut started = initializing(job(""));
+    started.status.as_mut().unwrap().start_time = Some(at(NOW - 1));
+    let mut world = World::new(started);
+    world.cluster = Some(cluster_of(&world.job, None));
+    let held = world.decide();
+    assert!(kinds(&held).is_empty(), "{:?}", kinds(&held));
+    assert!(
+        held.requeue_after
+            .is_some_and(|after| after <= Duration::from_secs(2)),
+        "{:?}",
+        held.requeue_after
+    );
+
+    world.now = NOW + 1;
+    let due = world.decide();
+    assert_eq!(kinds(&due), ["UpdateStatus"]);
+    assert_eq!(
+        status_of(&due).unwrap().ray_cluster_status,
+        Some(RayClusterStatus::default())
+    );
+
+    // A copy stored a second ago holds back the next change of the cluster's counts.
+    world.now = NOW;
+    let copied = RayClusterStatus {
+        last_update_time: Some(at(NOW - 1)),
+        ..RayClusterStatus::default()
+    };
+    world.job.status.as_mut().unwrap().ray_cluster_status = Some(copied);
+    let mut counting = cluster_of(&world.job, None);
+    counting.status.as_mut().unwrap().desired_worker_replicas = Some(2);
+    world.cluster = Some(counting);
+    assert!(kinds(&world.decide()).is_empty());
+
+    // A transition is written at once, with the ready cluster's status in it as KubeRay has it.
+    world.cluster = Some(cluster_of(&world.job, Some("ready")));
+    let ready = world.decide();
+    let status = status_of(&ready).unwrap();
+    assert_eq!(status.job_deployment_status.as_deref(), Some("Running"));
+    assert_eq!(
+        status.ray_cluster_status.and_then(|s| s.state).as_deref(),
+        Some("ready")
+    );
+}
+
+#[test]
 fn a_gang_whose_pods_are_still_being_made_is_no_wait_until_their_creation_fails() {
     let mut world = World::new(initializing(job("")));
     world.volcano = true;

@@ -1,7 +1,12 @@
 //! The common tail of a pass: counters, retries, the status write and its Event.
 
-use super::{Flow, Pass, reason};
+use super::{Flow, Pass, reason, seconds};
 use crate::lifecycle::{Action, Decision, DeploymentStatus};
+
+/// How many seconds a change of the mirrored `rayClusterStatus` alone may wait, while the
+/// cluster comes up, to be written with the next one (docs/reconciler.md, "The requests of one
+/// RayJob").
+const MIRROR_INTERVAL_SECONDS: i64 = 2;
 
 impl<'s, 'a> Pass<'s, 'a> {
     /// Ends the pass: the common tail after [`Flow::Break`], then the status write (with the end
@@ -11,6 +16,7 @@ impl<'s, 'a> Pass<'s, 'a> {
             self.counters_and_retry();
         }
         self.track_gang();
+        self.hold_back_mirror_only_change();
         if self.st != self.old {
             let before = DeploymentStatus::parse(self.old.job_deployment_status.as_deref());
             let after = self.state();
@@ -44,6 +50,42 @@ impl<'s, 'a> Pass<'s, 'a> {
         Decision {
             actions: self.actions,
             requeue_after: self.requeue,
+        }
+    }
+
+    /// While Initializing, a pass whose only change is the mirrored `rayClusterStatus` writes
+    /// nothing if the stored copy (or, with none, the attempt's start) is less than
+    /// [`MIRROR_INTERVAL_SECONDS`] old: it looks again when that interval is up, and a state
+    /// change or any other field written before then carries the newest copy with it. A cluster
+    /// coming up changes its status several times within a second; the RayJob's copy is at most
+    /// that interval behind, and every transition is still written at once.
+    fn hold_back_mirror_only_change(&mut self) {
+        if self.state() != DeploymentStatus::Initializing
+            || self.old.job_deployment_status != self.st.job_deployment_status
+            || self.st.ray_cluster_status == self.old.ray_cluster_status
+        {
+            return;
+        }
+        let mut without_mirror = self.st.clone();
+        without_mirror
+            .ray_cluster_status
+            .clone_from(&self.old.ray_cluster_status);
+        if without_mirror != self.old {
+            return;
+        }
+        let copied = self
+            .old
+            .ray_cluster_status
+            .as_ref()
+            .and_then(|s| seconds(s.last_update_time.as_ref()))
+            .or_else(|| seconds(self.old.start_time.as_ref()));
+        let Some(copied) = copied else {
+            return;
+        };
+        let due = copied + MIRROR_INTERVAL_SECONDS;
+        if self.now() < due {
+            self.st = without_mirror;
+            self.wake_at(due);
         }
     }
 

@@ -64,14 +64,15 @@ impl<'s, 'a> Pass<'s, 'a> {
             Ok(cluster) => cluster,
             Err(flow) => return flow,
         };
+        // KubeRay mirrors the cluster's status with every write of the RayJob's, the ready one
+        // included. A cluster without a status yet has nothing to mirror: copying an empty one
+        // would cost a write that says nothing.
+        if let Some(status) = &cluster.status {
+            self.st.ray_cluster_status = Some(status.clone());
+        }
         if self.st.dashboard_url.as_deref().is_none_or(str::is_empty) {
             let state = cluster.status.as_ref().and_then(|s| s.state.as_deref());
             if state != Some("ready") {
-                // A cluster without a status yet has nothing to mirror: copying an empty one
-                // would cost a write that says nothing.
-                if let Some(status) = &cluster.status {
-                    self.st.ray_cluster_status = Some(status.clone());
-                }
                 self.explain_gang_wait();
                 return Flow::Break;
             }
