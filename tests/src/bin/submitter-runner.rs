@@ -14,6 +14,11 @@
 //! `False` (`ContainersNotReady`), as a kubelet reports a finished container of a pod with
 //! `restartPolicy: Never` whose other containers still run: the pod stays Running.
 //!
+//! Only pods on nodes kwok manages (annotated `kwok.x-k8s.io/node: fake`, the selector
+//! `tests/env/control-plane` starts kwok with) are run: a pod on a real node has a kubelet of its
+//! own, and running its command here as well would submit its Ray job to the wrong cluster and
+//! finish its Job before the real container does.
+//!
 //! Each pod runs once: the runner annotates it before starting the command. A pod found annotated
 //! but still Running (the runner was restarted mid-run) is marked Failed instead of run again.
 //!
@@ -32,7 +37,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, bail};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
@@ -90,9 +95,14 @@ struct Outcome {
     started_at: Timestamp,
 }
 
+/// The annotation (and its value) that makes kwok manage a node: kwok's annotation selector in
+/// `tests/env/control-plane`.
+const KWOK_NODE_ANNOTATION: (&str, &str) = ("kwok.x-k8s.io/node", "fake");
+
 /// Shared state of the runner.
 struct Runner {
     pods: Api<Pod>,
+    nodes: Api<Node>,
     ray_venv: PathBuf,
     dashboard: String,
     /// UIDs of pods taken in this process.
@@ -123,9 +133,29 @@ impl Runner {
         });
     }
 
+    /// Whether kwok manages `node` (no kubelet runs its pods).
+    async fn kwok_manages(&self, node: &str) -> anyhow::Result<bool> {
+        let node = self
+            .nodes
+            .get(node)
+            .await
+            .with_context(|| format!("reading node {node}"))?;
+        let (key, value) = KWOK_NODE_ANNOTATION;
+        Ok(node.annotations().get(key).map(String::as_str) == Some(value))
+    }
+
     async fn handle(&self, pod: Pod, target: Target) -> anyhow::Result<()> {
         let namespace = pod.namespace().context("pod without namespace")?;
         let name = pod.name_any();
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .context("Running pod without a node")?;
+        if !self.kwok_manages(&node).await? {
+            eprintln!("{namespace}/{name}: on node {node}, which has a kubelet; left to it");
+            return Ok(());
+        }
         let pods: Api<Pod> = Api::namespaced(self.pods.clone().into_client(), &namespace);
         let outcome = if pod.annotations().contains_key(RAN_ANNOTATION) {
             eprintln!(
@@ -335,9 +365,10 @@ async fn main() -> anyhow::Result<()> {
     let ready = Arc::new(AtomicBool::new(false));
     tokio::spawn(serve_health(listener, Arc::clone(&ready)));
 
-    let pods: Api<Pod> = Api::all(client);
+    let pods: Api<Pod> = Api::all(client.clone());
     let runner = Arc::new(Runner {
         pods: pods.clone(),
+        nodes: Api::all(client),
         ray_venv: args.ray_venv,
         dashboard: args.dashboard,
         taken: Mutex::new(HashSet::new()),
