@@ -85,6 +85,11 @@ pub enum DeploymentStatus {
 }
 
 impl DeploymentStatus {
+    /// A step of a run on its way: Initializing, Waiting or Running.
+    pub fn is_progress(&self) -> bool {
+        matches!(self, Self::Initializing | Self::Waiting | Self::Running)
+    }
+
     /// Parses the status field (absent = New).
     pub fn parse(value: Option<&str>) -> Self {
         match value.unwrap_or_default() {

@@ -250,6 +250,11 @@ fn new_writes_identity_and_nothing_else() {
     let world = World::new(job);
     let decision = world.decide();
     assert_eq!(kinds(&decision), ["AddFinalizer", "UpdateStatus"]);
+    assert!(
+        events(&decision).is_empty(),
+        "progress gets no Event: {:?}",
+        events(&decision)
+    );
     let status = status_of(&decision).unwrap();
     assert_eq!(status.job_id.as_deref(), Some("demo-abcde"));
     assert_eq!(status.ray_cluster_name.as_deref(), Some("demo-fghjk"));
@@ -618,6 +623,11 @@ fn a_ready_cluster_gets_the_submitter_and_running() {
     world.pod_group = Some(crate::sizing::ray_job_pod_group(&world.job).unwrap());
     let decision = world.decide();
     assert_eq!(kinds(&decision), ["CreateSubmitterJob", "UpdateStatus"]);
+    assert_eq!(
+        events(&decision),
+        ["CreatedRayJobSubmitter"],
+        "the submitter's creation is recorded, the step to Running is not"
+    );
     let status = status_of(&decision).unwrap();
     assert_eq!(
         status.dashboard_url.as_deref(),
@@ -787,7 +797,13 @@ fn interactive_waits_for_the_users_job_id() {
     let job = initializing(job("  submissionMode: InteractiveMode"));
     let mut world = World::new(job);
     world.cluster = Some(cluster_of(&world.job, Some("ready")));
-    let status = status_of(&world.decide()).unwrap();
+    let decision = world.decide();
+    assert!(
+        events(&decision).is_empty(),
+        "progress gets no Event: {:?}",
+        events(&decision)
+    );
+    let status = status_of(&decision).unwrap();
     assert_eq!(status.job_deployment_status.as_deref(), Some("Waiting"));
     world.job.status = Some(status);
     let decision = world.decide();

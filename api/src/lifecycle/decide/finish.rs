@@ -25,7 +25,11 @@ impl<'s, 'a> Pass<'s, 'a> {
             }
             self.actions
                 .push(Action::UpdateStatus(Box::new(self.st.clone())));
-            if before != after {
+            // Progress (Initializing, Waiting, Running) is the status's to show, as KubeRay
+            // shows it: an Event per step would cost every RayJob three more writes
+            // (docs/reconciler.md, "The requests of one RayJob"). A run that ends, stops or
+            // starts over gets one.
+            if before != after && !after.is_progress() {
                 let from = match before.as_str() {
                     "" => "New",
                     other => other,
