@@ -358,6 +358,90 @@ fn not_ready_pods_keep_the_cluster_provisioning() {
     assert_eq!(head.status, "False");
 }
 
+#[test]
+fn the_progress_of_a_cluster_coming_up_is_written_at_most_two_seconds_late_and_ready_at_once() {
+    let mut c = cluster();
+    c.metadata.creation_timestamp = Some(now());
+    let p = plan(&c, &[], None, None, false);
+    let mut pods: Vec<Pod> = created(&p)
+        .iter()
+        .enumerate()
+        .map(|(i, pod)| existing(pod, "Pending", false, &format!("u{i}")))
+        .collect();
+    let svc = service(&c);
+    let decide_at = |c: &RayCluster, pods: &[Pod], second: i64| {
+        let at = Time(Timestamp::from_second(1_800_000_000 + second).expect("a valid time"));
+        decide(
+            c,
+            &Snapshot {
+                pods,
+                head_service: Some(&svc),
+                pod_group: None,
+                queue: None,
+                volcano: false,
+                sub_groups: true,
+                now: &at,
+                failed_write: None,
+            },
+            &ctx(),
+            &BuildOptions::default(),
+        )
+    };
+    let writes_status = |d: &Decision<Action>| {
+        d.actions
+            .iter()
+            .any(|a| matches!(a, Action::UpdateStatus(_)))
+    };
+
+    // One second after creation: the first counts wait for the second that is due.
+    let held = decide_at(&c, &pods, 1);
+    assert!(!writes_status(&held), "{:?}", held.actions);
+    assert_eq!(held.requeue_after, Some(Duration::from_secs(2)));
+    // Two seconds after: written.
+    let due = decide_at(&c, &pods, 2);
+    assert!(writes_status(&due), "{:?}", due.actions);
+
+    // Ready within the interval: written at once.
+    for pod in &mut pods {
+        *pod = existing(
+            pod,
+            "Running",
+            true,
+            pod.metadata.uid.as_deref().unwrap_or_default(),
+        );
+    }
+    let ready = decide_at(&c, &pods, 1);
+    let Some(Action::UpdateStatus(status)) = ready
+        .actions
+        .iter()
+        .find(|a| matches!(a, Action::UpdateStatus(_)))
+    else {
+        panic!("ready is written at once: {:?}", ready.actions);
+    };
+    assert_eq!(status.state.as_deref(), Some(STATE_READY));
+
+    // A Pod that fails to be made is said at once too.
+    let failed = decide(
+        &c,
+        &Snapshot {
+            pods: &[],
+            head_service: Some(&svc),
+            pod_group: None,
+            queue: None,
+            volcano: false,
+            sub_groups: true,
+            now: &now(),
+            failed_write: Some(FailedWrite {
+                reason: "FailedCreateHeadPod",
+                message: "pods is forbidden: exceeded quota",
+            }),
+        },
+        &ctx(),
+        &BuildOptions::default(),
+    );
+    assert!(writes_status(&failed), "{:?}", failed.actions);
+}
+
 /// SidecarMode: a job shorter than the head's first readiness pass ends the submitter sidecar
 /// before the Pod was ever Ready; the Pod stays not Ready (ContainersNotReady) while Ray runs.
 #[test]
