@@ -2,7 +2,7 @@
 //! Namespaces and the shutdown signal, and how a failed reconcile is reported and retried.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -16,11 +16,13 @@ use kube::{Api, Client, Resource, ResourceExt};
 use raygate_api::coexist;
 use raygate_api::validation::ReconcilerKind;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use crate::Config;
 use crate::dashboard::DashboardError;
+use crate::events::EventSink;
 use crate::exec::{SubGroupSupport, Writer};
-use crate::freshness::Superseded;
+use crate::freshness::{Expected, Superseded};
 use crate::metrics::Metrics;
 
 /// Requeue after a failed reconcile.
@@ -166,11 +168,15 @@ pub struct Context {
     namespaces: Store<Namespace>,
     /// Fires when the controllers must stop.
     pub shutdown: Shutdown,
-    /// The Event recorder of every controller: raygate's reporter name and this replica's
-    /// identity.
-    recorder: Arc<Recorder>,
+    /// Where every controller queues its Events, recorded under raygate's reporter name and
+    /// this replica's identity.
+    events: EventSink,
+    /// The task that publishes them, until [`Context::take_event_publisher`] takes it.
+    event_publisher: Mutex<Option<JoinHandle<()>>>,
     /// Cached versions of RayJobs and RayClusters that this term's own writes replaced.
     pub superseded: Superseded,
+    /// Children this term's passes created that the caches may not show yet.
+    pub expected: Expected,
     /// Whether PodGroups get sub-group policies (the PodGroup CRD keeps them).
     pub sub_groups: Arc<SubGroupSupport>,
 }
@@ -232,13 +238,14 @@ impl Context {
             ready = store.wait_until_ready() => ready.map_err(|_| crate::runtime::Error::NamespaceCache)?,
             () = shutdown.clone().wait() => {}
         }
-        let recorder = Arc::new(Recorder::new(
+        let (events, publish) = EventSink::new(Recorder::new(
             client.clone(),
             Reporter {
                 controller: crate::MANAGER_NAME.to_string(),
                 instance: config.leader_election.as_ref().map(|l| l.identity.clone()),
             },
         ));
+        let event_publisher = Mutex::new(Some(tokio::spawn(publish)));
         let sub_groups = Arc::new(SubGroupSupport::new(metrics.clone()));
         Ok(Arc::new(Context {
             client,
@@ -247,9 +254,21 @@ impl Context {
             sub_groups,
             namespaces: store,
             shutdown,
-            recorder,
+            events,
+            event_publisher,
             superseded: Superseded::default(),
+            expected: Expected::default(),
         }))
+    }
+
+    /// The task that publishes the queued Events (once; `None` afterwards). It ends when the
+    /// last reference to this context is gone and every queued Event is published, so a
+    /// shutdown awaits it after the controllers have stopped.
+    pub(crate) fn take_event_publisher(&self) -> Option<JoinHandle<()>> {
+        self.event_publisher
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
     }
 
     /// A writer for the objects of `namespace`, recording Events on `owner`.
@@ -259,7 +278,7 @@ impl Context {
     {
         Writer::new(
             &self.client,
-            self.recorder.clone(),
+            self.events.clone(),
             self.sub_groups.clone(),
             namespace,
             owner,

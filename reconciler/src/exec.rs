@@ -1,7 +1,7 @@
 //! Carrying out a core decision: the one way every controller writes.
 //!
 //! A controller observes, asks `raygate_api` for a [`Decision`], and hands its actions to
-//! [`carry_out`]: Events are published, writes are performed by the controller's [`Perform`]
+//! [`carry_out`]: Events are queued for publishing ([`crate::events`]), writes are performed by the controller's [`Perform`]
 //! in order, and the first failed write stops the pass. Its Warning Event carries the reason
 //! the core gives ([`decision::Action::failure_reason`]), and the error goes to
 //! [`crate::context::error_policy`], which retries the pass. Every write goes through a
@@ -19,7 +19,7 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action as Requeue;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client, Resource, ResourceExt};
 use raygate_api::decision::{self, Decision, EventNote, PodGroupSize};
 use raygate_api::volcano::{PodGroup, SubGroupPolicySpec};
@@ -30,6 +30,7 @@ use tracing::Instrument;
 
 use crate::MANAGER_NAME;
 use crate::context::{Context, ReconcileError, api_error, is_status, object_key};
+use crate::events::EventSink;
 use crate::metrics::Metrics;
 
 /// The `action` of every Event the reconciler records.
@@ -167,7 +168,7 @@ impl SubGroupSupport {
 pub(crate) struct Writer {
     client: Client,
     namespace: String,
-    recorder: Arc<Recorder>,
+    events: EventSink,
     regarding: ObjectReference,
     sub_groups: Arc<SubGroupSupport>,
 }
@@ -176,7 +177,7 @@ impl Writer {
     /// A writer for the objects of `namespace`, recording Events on `owner`.
     pub(crate) fn new<K>(
         client: &Client,
-        recorder: Arc<Recorder>,
+        events: EventSink,
         sub_groups: Arc<SubGroupSupport>,
         namespace: &str,
         owner: &K,
@@ -187,7 +188,7 @@ impl Writer {
         Self {
             client: client.clone(),
             namespace: namespace.to_string(),
-            recorder,
+            events,
             regarding: owner.object_ref(&()),
             sub_groups,
         }
@@ -394,8 +395,8 @@ impl Writer {
         }
     }
 
-    /// Publishes an Event on the reconciled object; a failure to publish is logged, never
-    /// fatal.
+    /// Queues an Event on the reconciled object ([`EventSink`]): it is published in the
+    /// background, and a failure to publish is logged, never fatal.
     pub(crate) async fn publish(&self, note: &EventNote) {
         let event = Event {
             type_: if note.warning {
@@ -409,9 +410,7 @@ impl Writer {
             action: EVENT_ACTION.to_string(),
             secondary: None,
         };
-        if let Err(error) = self.recorder.publish(&event, &self.regarding).await {
-            tracing::warn!(%error, reason = %note.reason, "could not record an Event");
-        }
+        self.events.record(event, self.regarding.clone()).await;
     }
 }
 
@@ -423,6 +422,7 @@ mod tests {
     use hyper::body::Bytes;
     use hyper::{Request, Response};
     use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::runtime::events::Recorder;
     use raygate_api::lifecycle::Action as RayJobAction;
 
     use super::*;
@@ -466,14 +466,17 @@ mod tests {
         (Client::new(service, "default"), seen)
     }
 
-    fn writer(client: &Client) -> Writer {
+    /// Publishes a test writer's queued Events; ends once the writer is dropped.
+    type Publisher = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+
+    fn writer(client: &Client) -> (Writer, Publisher) {
         let support = Arc::new(SubGroupSupport::new(Arc::new(Metrics::new())));
         writer_with(client, support)
     }
 
     /// A writer for namespace `team` whose Events go on ConfigMap `owner`.
-    fn writer_with(client: &Client, support: Arc<SubGroupSupport>) -> Writer {
-        let recorder = Arc::new(Recorder::new(
+    fn writer_with(client: &Client, support: Arc<SubGroupSupport>) -> (Writer, Publisher) {
+        let (events, publisher) = EventSink::new(Recorder::new(
             client.clone(),
             kube::runtime::events::Reporter {
                 controller: MANAGER_NAME.to_string(),
@@ -483,7 +486,16 @@ mod tests {
         let mut owner = ConfigMap::default();
         owner.metadata.name = Some("owner".into());
         owner.metadata.namespace = Some("team".into());
-        Writer::new(client, recorder, support, "team", &owner)
+        (
+            Writer::new(client, events, support, "team", &owner),
+            Box::pin(publisher),
+        )
+    }
+
+    /// Drops `writer` and waits until its queued Events have reached the API server.
+    async fn publish_all(writer: Writer, publisher: Publisher) {
+        drop(writer);
+        publisher.await;
     }
 
     fn size() -> PodGroupSize {
@@ -505,6 +517,7 @@ mod tests {
     async fn a_resize_of_a_pod_group_that_is_gone_is_done_under_raygates_field_manager() {
         let (client, seen) = fake_api(404);
         writer(&client)
+            .0
             .resize_pod_group(&size())
             .await
             .expect("NotFound is success");
@@ -524,6 +537,7 @@ mod tests {
 
         let (client, _) = fake_api(500);
         let error = writer(&client)
+            .0
             .resize_pod_group(&size())
             .await
             .expect_err("a server error fails the write");
@@ -539,6 +553,7 @@ mod tests {
     async fn a_create_answered_already_exists_is_success_and_a_delete_answered_not_found_too() {
         let (client, seen) = fake_api(409);
         writer(&client)
+            .0
             .create(&pod_group())
             .await
             .expect("AlreadyExists is success");
@@ -548,6 +563,7 @@ mod tests {
 
         let (client, _) = fake_api(404);
         writer(&client)
+            .0
             .delete::<PodGroup>(
                 "ray-demo-pg",
                 &DeleteParams::default(),
@@ -558,6 +574,7 @@ mod tests {
 
         let (client, _) = fake_api(403);
         let error = writer(&client)
+            .0
             .create(&pod_group())
             .await
             .expect_err("forbidden");
@@ -588,7 +605,7 @@ mod tests {
     #[tokio::test]
     async fn a_failed_write_stops_the_pass_and_is_recorded_with_its_reason() {
         let (client, seen) = fake_api(403);
-        let writer = writer(&client);
+        let (writer, publisher) = writer(&client);
         let actions = vec![
             RayJobAction::Event(EventNote::normal("Starting", "first")),
             RayJobAction::CreateService(Box::default()),
@@ -603,14 +620,19 @@ mod tests {
             .await
             .expect_err("the create fails");
         assert_eq!(failed.reason, Some("FailedToCreateService"));
+        publish_all(writer, publisher).await;
         let seen = seen.lock().expect("lock");
         let events = events(&seen);
         assert_eq!(events.len(), 2, "{events:?}");
-        assert!(events[0].contains("\"Starting\""), "{}", events[0]);
         assert!(
-            events[1].contains("\"FailedToCreateService\"") && events[1].contains("\"Warning\""),
-            "{}",
-            events[1]
+            events.iter().any(|e| e.contains("\"Starting\"")),
+            "{events:?}"
+        );
+        assert!(
+            events
+                .iter()
+                .any(|e| e.contains("\"FailedToCreateService\"") && e.contains("\"Warning\"")),
+            "{events:?}"
         );
         let writes = seen.iter().filter(|(_, uri, _)| !uri.contains("/events"));
         assert_eq!(writes.count(), 1, "the pass stops at the failed write");
@@ -619,7 +641,7 @@ mod tests {
     #[tokio::test]
     async fn a_carried_out_decision_asks_for_its_own_requeue() {
         let (client, seen) = fake_api(200);
-        let writer = writer(&client);
+        let (writer, publisher) = writer(&client);
         let after = std::time::Duration::from_secs(5);
         for (requeue_after, expected) in [
             (Some(after), Requeue::requeue(after)),
@@ -634,13 +656,14 @@ mod tests {
                 .unwrap_or_else(|failed| panic!("{}", failed.error));
             assert_eq!(requeue, expected);
         }
+        publish_all(writer, publisher).await;
         assert_eq!(events(&seen.lock().expect("lock").clone()).len(), 2);
     }
 
     #[tokio::test]
     async fn a_lost_race_is_retried_without_a_warning() {
         let (client, seen) = fake_api(200);
-        let writer = writer(&client);
+        let (writer, publisher) = writer(&client);
         struct Stale;
         impl Perform<RayJobAction> for Stale {
             async fn perform(&mut self, _: RayJobAction) -> Result<(), ReconcileError> {
@@ -659,6 +682,7 @@ mod tests {
             .await
             .expect_err("the pass stops");
         assert!(failed.error.is_conflict());
+        publish_all(writer, publisher).await;
         assert!(events(&seen.lock().expect("lock")).is_empty());
     }
 
@@ -716,7 +740,7 @@ mod tests {
         let (client, seen) = pruning_api();
         let metrics = Arc::new(Metrics::new());
         let support = Arc::new(SubGroupSupport::new(metrics.clone()));
-        let writer = writer_with(&client, support.clone());
+        let (writer, publisher) = writer_with(&client, support.clone());
         assert!(support.supported());
         assert!(
             metrics
@@ -743,6 +767,7 @@ mod tests {
         let mut size = size();
         size.sub_group_policy = Some(policy());
         writer.resize_pod_group(&size).await.expect("resized");
+        publish_all(writer, publisher).await;
         let seen = seen.lock().expect("lock").clone();
         let warnings: Vec<String> = events(&seen)
             .into_iter()

@@ -14,10 +14,13 @@
 //! else in between can at worst lead to the same status being written once more.
 //! Nothing here survives a restart, and nothing needs to: a new process starts from a fresh
 //! list.
+//!
+//! [`Expected`] does the same for the children a pass created: a later pass of the owner waits
+//! for the cache to show them before it decides again.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 /// When to look again at an object whose cached version is superseded, in case the watch
 /// event that carries the newer version never arrives (the watch broke and is relisting).
@@ -84,9 +87,102 @@ impl Superseded {
     }
 }
 
+/// How long a pass waits for the cache to show an object this process created: the watch event
+/// of the create normally arrives within milliseconds; past this, the pass goes ahead (the
+/// object may have been deleted at once, or its event lost while the watch relists).
+pub const EXPECTED_WAIT: Duration = Duration::from_secs(5);
+
+/// Per owner (by UID), the children this process created and the cache may not show yet, with
+/// when each was created.
+///
+/// The cache of children lags behind the creates as it lags behind status writes: a pass woken
+/// by the watch event of one new Pod may not see its sibling yet, and would ask for it again.
+/// The answer would be AlreadyExists (names are deterministic), but each such create costs a
+/// request, a run of the admission webhooks and a second Event. A pass of an owner with a
+/// child it created and does not yet see waits for that child's watch event instead, as the
+/// ReplicaSet controller waits for its expectations.
+#[derive(Debug, Default)]
+pub struct Expected(Mutex<HashMap<String, Vec<(String, Instant)>>>);
+
+impl Expected {
+    /// Records that this process created `child` (e.g. `Pod/demo-head-x7k2p`) for owner `uid`.
+    pub fn record(&self, uid: &str, child: String) {
+        if uid.is_empty() {
+            return;
+        }
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let children = map.entry(uid.to_string()).or_default();
+        children.retain(|(name, _)| *name != child);
+        children.push((child, Instant::now()));
+    }
+
+    /// How long a pass of owner `uid` still waits for a child it created to reach the cache
+    /// (`seen` says whether the cache shows one), or `None` to go ahead. Children seen, and
+    /// children awaited for [`EXPECTED_WAIT`] already, are forgotten.
+    pub fn wait_for(&self, uid: &str, seen: impl Fn(&str) -> bool) -> Option<Duration> {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let children = map.get_mut(uid)?;
+        children.retain(|(child, created)| !seen(child) && created.elapsed() < EXPECTED_WAIT);
+        let longest = children
+            .iter()
+            .map(|(_, created)| EXPECTED_WAIT.saturating_sub(created.elapsed()))
+            .max();
+        if longest.is_none() {
+            map.remove(uid);
+        }
+        longest
+    }
+
+    /// Stops waiting for `child` of owner `uid` (this process deletes it).
+    pub fn deleted(&self, uid: &str, child: &str) {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(children) = map.get_mut(uid) {
+            children.retain(|(name, _)| name != child);
+        }
+    }
+
+    /// Forgets the owner `uid` (it is gone).
+    pub fn forget(&self, uid: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(uid);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_owner_waits_for_the_children_it_created_until_the_cache_shows_them() {
+        let expected = Expected::default();
+        assert_eq!(
+            expected.wait_for("uid-1", |_| false),
+            None,
+            "nothing created"
+        );
+        expected.record("uid-1", "Pod/head".into());
+        expected.record("uid-1", "Pod/worker".into());
+        expected.record("", "Pod/nobody".into());
+        let wait = expected
+            .wait_for("uid-1", |child| child == "Pod/head")
+            .expect("the worker is not in the cache yet");
+        assert!(wait <= EXPECTED_WAIT && wait > Duration::ZERO, "{wait:?}");
+        assert_eq!(expected.wait_for("uid-2", |_| false), None, "another owner");
+        assert_eq!(
+            expected.wait_for("uid-1", |child| child == "Pod/worker"),
+            None,
+            "the head was seen before, so it is forgotten; now the worker is too"
+        );
+        assert_eq!(expected.wait_for("uid-1", |_| false), None, "forgotten");
+        expected.record("uid-1", "Pod/head".into());
+        expected.deleted("uid-1", "Pod/head");
+        assert_eq!(expected.wait_for("uid-1", |_| false), None, "deleted");
+        expected.record("uid-1", "Pod/head".into());
+        expected.forget("uid-1");
+        assert_eq!(expected.wait_for("uid-1", |_| false), None, "owner gone");
+    }
 
     #[test]
     fn a_version_replaced_by_our_writes_is_skipped_until_the_cache_moves_past_it() {

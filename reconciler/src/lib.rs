@@ -17,6 +17,7 @@ pub mod cache;
 pub mod context;
 pub mod controllers;
 pub mod dashboard;
+pub(crate) mod events;
 pub(crate) mod exec;
 pub mod freshness;
 pub mod http;

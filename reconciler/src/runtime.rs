@@ -332,7 +332,18 @@ async fn run_controllers(
     if shutdown.fired() {
         return Ok(());
     }
+    let event_publisher = ctx.take_event_publisher();
     controllers::run(ctx).await;
+    if let Some(publisher) = event_publisher
+        && tokio::time::timeout(crate::events::FLUSH_TIMEOUT, publisher)
+            .await
+            .is_err()
+    {
+        tracing::warn!(
+            "the Events queued at shutdown were not all published within {:?}",
+            crate::events::FLUSH_TIMEOUT
+        );
+    }
     Ok(())
 }
 

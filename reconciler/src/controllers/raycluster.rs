@@ -32,7 +32,7 @@ use super::{drain, owners_in_queue, queue_of, watching};
 use crate::cache::{Caches, cached};
 use crate::context::{Context, NamespaceScope, ReconcileError, api_error, error_policy};
 use crate::exec::{self, Failed, Perform, Writer};
-use crate::freshness::{SUPERSEDED_RECHECK, Superseded};
+use crate::freshness::{Expected, SUPERSEDED_RECHECK, Superseded};
 
 /// The controller's name (metrics label, logs).
 pub const NAME: &str = "raycluster";
@@ -83,6 +83,7 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
     let (namespace, name) = exec::namespace_and_name(cluster, "RayCluster")?;
     if cluster.metadata.deletion_timestamp.is_some() {
         // Children go with the cluster through their ownerReferences.
+        ctx.expected.forget(&cluster.uid().unwrap_or_default());
         return Ok(Requeue::await_change());
     }
     if keys::managed_elsewhere(cluster.spec.managed_by.as_deref()) {
@@ -102,6 +103,21 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
     if ctx.superseded.is_superseded(&uid, &resource_version) {
         tracing::debug!(%resource_version, "the cached RayCluster predates this reconciler's last write; waiting for the newer version");
         return Ok(Requeue::requeue(SUPERSEDED_RECHECK));
+    }
+    let in_cache = |child: &str| match child.split_once('/') {
+        Some(("Pod", pod)) => cached(&shared.pods, &namespace, pod).is_some(),
+        Some(("Service", service)) => cached(&shared.services, &namespace, service).is_some(),
+        Some(("PodGroup", pod_group)) => {
+            cached(&shared.pod_groups, &namespace, pod_group).is_some()
+        }
+        _ => true,
+    };
+    if let Some(wait) = ctx.expected.wait_for(&uid, in_cache) {
+        tracing::debug!(
+            ?wait,
+            "a child this reconciler created is not in the cache yet; waiting for it"
+        );
+        return Ok(Requeue::requeue(wait));
     }
     let writer = ctx.writer(&namespace, cluster);
 
@@ -155,6 +171,7 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
     let mut performer = Performer {
         writer: &writer,
         superseded: &ctx.superseded,
+        expected: &ctx.expected,
         cluster,
         name: &name,
         stored: None,
@@ -183,6 +200,7 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
 struct Performer<'a> {
     writer: &'a Writer,
     superseded: &'a Superseded,
+    expected: &'a Expected,
     cluster: &'a RayCluster,
     name: &'a str,
     /// The RayCluster as stored, read before the first Pod is created.
@@ -213,21 +231,47 @@ impl Performer<'_> {
     }
 }
 
+impl Performer<'_> {
+    /// Records that this pass created `kind` `name`, so that the next pass waits for the cache
+    /// to show it.
+    fn created(&self, kind: &str, name: &str) {
+        self.expected.record(
+            &self.cluster.uid().unwrap_or_default(),
+            format!("{kind}/{name}"),
+        );
+    }
+}
+
 impl Perform<Action> for Performer<'_> {
     async fn perform(&mut self, action: Action) -> Result<(), ReconcileError> {
         let writer = self.writer;
         match action {
-            Action::CreateService(service) => writer.create(&*service).await,
-            Action::CreatePodGroup(pg) => writer.create_pod_group(&pg).await,
+            Action::CreateService(service) => {
+                writer.create(&*service).await?;
+                self.created("Service", &service.name_any());
+                Ok(())
+            }
+            Action::CreatePodGroup(pg) => {
+                writer.create_pod_group(&pg).await?;
+                self.created("PodGroup", &pg.name_any());
+                Ok(())
+            }
             Action::ResizePodGroup(size) => writer.resize_pod_group(&size).await,
             Action::CreatePod(pod) => {
-                let what = format!("Pod {}", pod.name_any());
+                let name = pod.name_any();
+                let what = format!("Pod {name}");
                 let cluster = self.cluster;
                 let object = cluster::pod_object(self.stored().await?, cluster, &pod);
-                writer.create_raw::<Pod>(object, &what).await
+                writer.create_raw::<Pod>(object, &what).await?;
+                self.created("Pod", &name);
+                Ok(())
             }
             Action::DeletePod { name, uid, reason } => {
                 tracing::info!(pod = %name, %reason, "deleting Pod");
+                self.expected.deleted(
+                    &self.cluster.uid().unwrap_or_default(),
+                    &format!("Pod/{name}"),
+                );
                 let params = DeleteParams {
                     // A same-named successor (its UID differs) is never removed.
                     preconditions: uid.map(|uid| Preconditions {

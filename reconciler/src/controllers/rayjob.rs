@@ -37,7 +37,7 @@ use crate::cache::{Caches, cached};
 use crate::context::{Context, NamespaceScope, ReconcileError, api_error, error_policy};
 use crate::dashboard::{AddressResolver, Dashboard, DashboardError};
 use crate::exec::{self, Perform, Writer};
-use crate::freshness::{SUPERSEDED_RECHECK, Superseded};
+use crate::freshness::{Expected, SUPERSEDED_RECHECK, Superseded};
 
 /// The controller's name (metrics label, logs).
 pub const NAME: &str = "rayjob";
@@ -130,9 +130,23 @@ async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> 
         debug!(%resource_version, "the cached RayJob predates this reconciler's last write; waiting for the newer version");
         return Ok(Requeue::requeue(SUPERSEDED_RECHECK));
     }
+    let ns = namespace.as_str();
+    let in_cache = |child: &str| match child.split_once('/') {
+        Some(("RayCluster", cluster)) => cached(&shared.clusters, ns, cluster).is_some(),
+        Some(("Job", submitter)) => cached(&shared.submitters, ns, submitter).is_some(),
+        Some(("PodGroup", pod_group)) => cached(&shared.pod_groups, ns, pod_group).is_some(),
+        Some(("Service", service)) => cached(&shared.services, ns, service).is_some(),
+        _ => true,
+    };
+    if let Some(wait) = shared.ctx.expected.wait_for(&uid, in_cache) {
+        debug!(
+            ?wait,
+            "a child this reconciler created is not in the cache yet; waiting for it"
+        );
+        return Ok(Requeue::requeue(wait));
+    }
     let writer = shared.ctx.writer(&namespace, job);
     // Observe: from the watch caches (docs/reconciler.md, "Reads come from watch caches").
-    let ns = namespace.as_str();
     let cluster = (reads.cluster.as_deref()).and_then(|n| cached(&shared.clusters, ns, n));
     let submitter = (reads.submitter.as_deref()).and_then(|n| cached(&shared.submitters, ns, n));
     let pod_group = (reads.pod_group.as_deref()).and_then(|n| cached(&shared.pod_groups, ns, n));
@@ -190,6 +204,7 @@ async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> 
         writer: &writer,
         dashboard: &shared.dashboard,
         superseded: &shared.ctx.superseded,
+        expected: &shared.ctx.expected,
         job,
         name: &name,
         uid,
@@ -204,6 +219,7 @@ struct RayJobWrites<'a> {
     writer: &'a Writer,
     dashboard: &'a Dashboard,
     superseded: &'a Superseded,
+    expected: &'a Expected,
     job: &'a RayJob,
     name: &'a str,
     uid: String,
@@ -237,6 +253,12 @@ impl RayJobWrites<'_> {
             self.stored = Some(serde_json::to_value(&current).unwrap_or_default());
         }
         Ok(self.stored.get_or_insert_default())
+    }
+
+    /// Records that this pass created `kind` `name`, so that the next pass waits for the cache
+    /// to show it.
+    fn created(&self, kind: &str, name: &str) {
+        self.expected.record(&self.uid, format!("{kind}/{name}"));
     }
 
     /// The pass's own write turned the RayJob into `updated`: later writes of the pass are based
@@ -308,16 +330,24 @@ impl Perform<Action> for RayJobWrites<'_> {
                 self.set_finalizers(finalizers).await?;
                 // Nothing holds the RayJob any more: it is gone, or going.
                 self.superseded.forget(&self.uid);
+                self.expected.forget(&self.uid);
                 info!("finalizer removed");
             }
-            Action::CreatePodGroup(pod_group) => writer.create_pod_group(&pod_group).await?,
+            Action::CreatePodGroup(pod_group) => {
+                writer.create_pod_group(&pod_group).await?;
+                self.created("PodGroup", &pod_group.name_any());
+            }
             Action::ResizePodGroup(size) => writer.resize_pod_group(&size).await?,
             Action::CreateRayCluster(cluster) => {
                 let what = format!("RayCluster {}", cluster.name_any());
                 let object = ray_cluster_object(self.stored().await?, job, &cluster);
                 writer.create_raw::<RayCluster>(object, &what).await?;
+                self.created("RayCluster", &cluster.name_any());
             }
-            Action::CreateService(service) => writer.create(&*service).await?,
+            Action::CreateService(service) => {
+                writer.create(&*service).await?;
+                self.created("Service", &service.name_any());
+            }
             Action::PatchService { name, patch } => {
                 writer
                     .api::<Service>()
@@ -329,6 +359,8 @@ impl Perform<Action> for RayJobWrites<'_> {
                 info!(service = %name, "Service points at the current cluster");
             }
             Action::DeleteRayCluster { name } => {
+                self.expected
+                    .deleted(&self.uid, &format!("RayCluster/{name}"));
                 let params = DeleteParams {
                     propagation_policy: Some(PropagationPolicy::Foreground),
                     ..DeleteParams::default()
@@ -349,8 +381,10 @@ impl Perform<Action> for RayJobWrites<'_> {
                 let what = format!("submitter Job {}", submitter.name_any());
                 let object = submitter_job_object(self.stored().await?, job, &submitter);
                 writer.create_raw::<Job>(object, &what).await?;
+                self.created("Job", &submitter.name_any());
             }
             Action::DeleteSubmitterJob { name } => {
+                self.expected.deleted(&self.uid, &format!("Job/{name}"));
                 let params = DeleteParams {
                     propagation_policy: Some(PropagationPolicy::Background),
                     ..DeleteParams::default()
