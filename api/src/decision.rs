@@ -17,6 +17,12 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 /// repairs a missed event.
 pub const STEADY_REQUEUE: Duration = Duration::from_secs(300);
 
+/// The requeue that looks again once `deadline` (epoch seconds) has passed at `now`: the seconds
+/// left plus one, since timestamps have whole seconds.
+pub fn until_after(deadline: i64, now: i64) -> Duration {
+    Duration::from_secs((deadline - now).max(0).unsigned_abs() + 1)
+}
+
 /// A Kubernetes Event about the reconciled object.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EventNote {

@@ -92,6 +92,9 @@ impl Superseded {
 /// object may have been deleted at once, or its event lost while the watch relists).
 pub const EXPECTED_WAIT: Duration = Duration::from_secs(5);
 
+/// A child an owner's pass created: its kind (e.g. `"Pod"`) and name.
+type Child = (&'static str, String);
+
 /// Per owner (by UID), the children this process created and the cache may not show yet, with
 /// when each was created.
 ///
@@ -102,27 +105,29 @@ pub const EXPECTED_WAIT: Duration = Duration::from_secs(5);
 /// child it created and does not yet see waits for that child's watch event instead, as the
 /// ReplicaSet controller waits for its expectations.
 #[derive(Debug, Default)]
-pub struct Expected(Mutex<HashMap<String, Vec<(String, Instant)>>>);
+pub struct Expected(Mutex<HashMap<String, Vec<(Child, Instant)>>>);
 
 impl Expected {
-    /// Records that this process created `child` (e.g. `Pod/demo-head-x7k2p`) for owner `uid`.
-    pub fn record(&self, uid: &str, child: String) {
+    /// Records that this process created the `kind` named `name` for owner `uid`.
+    pub fn record(&self, uid: &str, kind: &'static str, name: &str) {
         if uid.is_empty() {
             return;
         }
         let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let children = map.entry(uid.to_string()).or_default();
-        children.retain(|(name, _)| *name != child);
-        children.push((child, Instant::now()));
+        children.retain(|((k, n), _)| (*k, n.as_str()) != (kind, name));
+        children.push(((kind, name.to_string()), Instant::now()));
     }
 
     /// How long a pass of owner `uid` still waits for a child it created to reach the cache
-    /// (`seen` says whether the cache shows one), or `None` to go ahead. Children seen, and
-    /// children awaited for [`EXPECTED_WAIT`] already, are forgotten.
-    pub fn wait_for(&self, uid: &str, seen: impl Fn(&str) -> bool) -> Option<Duration> {
+    /// (`seen(kind, name)` says whether the cache shows it), or `None` to go ahead. Children
+    /// seen, and children awaited for [`EXPECTED_WAIT`] already, are forgotten.
+    pub fn wait_for(&self, uid: &str, seen: impl Fn(&str, &str) -> bool) -> Option<Duration> {
         let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let children = map.get_mut(uid)?;
-        children.retain(|(child, created)| !seen(child) && created.elapsed() < EXPECTED_WAIT);
+        children.retain(|((kind, name), created)| {
+            !seen(kind, name) && created.elapsed() < EXPECTED_WAIT
+        });
         let longest = children
             .iter()
             .map(|(_, created)| EXPECTED_WAIT.saturating_sub(created.elapsed()))
@@ -133,11 +138,11 @@ impl Expected {
         longest
     }
 
-    /// Stops waiting for `child` of owner `uid` (this process deletes it).
-    pub fn deleted(&self, uid: &str, child: &str) {
+    /// Stops waiting for the `kind` named `name` of owner `uid` (this process deletes it).
+    pub fn deleted(&self, uid: &str, kind: &str, name: &str) {
         let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(children) = map.get_mut(uid) {
-            children.retain(|(name, _)| name != child);
+            children.retain(|((k, n), _)| (*k, n.as_str()) != (kind, name));
         }
     }
 
@@ -157,31 +162,28 @@ mod tests {
     #[test]
     fn an_owner_waits_for_the_children_it_created_until_the_cache_shows_them() {
         let expected = Expected::default();
-        assert_eq!(
-            expected.wait_for("uid-1", |_| false),
-            None,
-            "nothing created"
-        );
-        expected.record("uid-1", "Pod/head".into());
-        expected.record("uid-1", "Pod/worker".into());
-        expected.record("", "Pod/nobody".into());
+        let never = |_: &str, _: &str| false;
+        assert_eq!(expected.wait_for("uid-1", never), None, "nothing created");
+        expected.record("uid-1", "Pod", "head");
+        expected.record("uid-1", "Pod", "worker");
+        expected.record("", "Pod", "nobody");
         let wait = expected
-            .wait_for("uid-1", |child| child == "Pod/head")
+            .wait_for("uid-1", |kind, name| (kind, name) == ("Pod", "head"))
             .expect("the worker is not in the cache yet");
         assert!(wait <= EXPECTED_WAIT && wait > Duration::ZERO, "{wait:?}");
-        assert_eq!(expected.wait_for("uid-2", |_| false), None, "another owner");
+        assert_eq!(expected.wait_for("uid-2", never), None, "another owner");
         assert_eq!(
-            expected.wait_for("uid-1", |child| child == "Pod/worker"),
+            expected.wait_for("uid-1", |kind, name| (kind, name) == ("Pod", "worker")),
             None,
             "the head was seen before, so it is forgotten; now the worker is too"
         );
-        assert_eq!(expected.wait_for("uid-1", |_| false), None, "forgotten");
-        expected.record("uid-1", "Pod/head".into());
-        expected.deleted("uid-1", "Pod/head");
-        assert_eq!(expected.wait_for("uid-1", |_| false), None, "deleted");
-        expected.record("uid-1", "Pod/head".into());
+        assert_eq!(expected.wait_for("uid-1", never), None, "forgotten");
+        expected.record("uid-1", "Pod", "head");
+        expected.deleted("uid-1", "Pod", "head");
+        assert_eq!(expected.wait_for("uid-1", never), None, "deleted");
+        expected.record("uid-1", "Pod", "head");
         expected.forget("uid-1");
-        assert_eq!(expected.wait_for("uid-1", |_| false), None, "owner gone");
+        assert_eq!(expected.wait_for("uid-1", never), None, "owner gone");
     }
 
     #[test]

@@ -7,7 +7,6 @@
 //! failure is simply recomputed and continued by the next one.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -212,10 +211,10 @@ fn finish(
         && actions.iter().any(|a| matches!(a, Action::CreatePod(_)));
     let mut requeue_after = STEADY_REQUEUE;
     if !first_pods_in_flight && status::changed(cluster, &status) {
-        match held_back_until(cluster, &status, observed) {
+        match held_back_until(cluster, &status, observed.now) {
             Some(due) => {
-                let wait = (due - observed.now.0.as_second()).max(0).unsigned_abs() + 1;
-                requeue_after = requeue_after.min(Duration::from_secs(wait));
+                requeue_after =
+                    requeue_after.min(decision::until_after(due, observed.now.0.as_second()));
             }
             None => actions.push(Action::UpdateStatus(Box::new(status::finish(
                 status,
@@ -234,17 +233,13 @@ fn finish(
 pub const PROGRESS_INTERVAL_SECONDS: i64 = 2;
 
 /// When (epoch seconds) a change of the status of a cluster that is coming up is written, if
-/// not now: while the cluster's `state` stays the same and is not `ready`, a change that says nothing new
-/// about failure or the gang (no `reason`, no `ReplicaFailure`, the same `GangPending`
-/// condition) waits until the stored status (or, before the first, the cluster) is
-/// [`PROGRESS_INTERVAL_SECONDS`] old. A new state (`ready` among them), a failure and a gang's
-/// cause are written at once, as is every change of a ready cluster; a later pass carries the newest status (docs/reconciler.md, "The requests of one
-/// RayJob").
-fn held_back_until(
-    cluster: &RayCluster,
-    status: &RayClusterStatus,
-    observed: &Snapshot<'_>,
-) -> Option<i64> {
+/// not now: while the cluster's `state` stays the same and is not `ready`, a change that says
+/// nothing new about failure or the gang (no `reason`, no `ReplicaFailure`, the same
+/// `GangPending` condition) waits until the stored status (or, before the first, the cluster)
+/// is [`PROGRESS_INTERVAL_SECONDS`] old. A new state (`ready` among them), a failure and a
+/// gang's cause are written at once, as is every change of a ready cluster; a later pass
+/// carries the newest status (docs/reconciler.md, "The requests of one RayJob").
+fn held_back_until(cluster: &RayCluster, status: &RayClusterStatus, now: &Time) -> Option<i64> {
     let old = cluster.status.as_ref();
     let old_state = old.and_then(|s| s.state.as_deref());
     let gang_condition = |s: Option<&RayClusterStatus>| {
@@ -258,7 +253,6 @@ fn held_back_until(
     let progress_only = old_state != Some(status::STATE_READY)
         && old_state == status.state.as_deref()
         && status.reason.is_none()
-        && observed.failed_write.is_none()
         && status::replica_failure(Some(status)).is_none()
         && gang_condition(old) == gang_condition(Some(status));
     if !progress_only {
@@ -268,7 +262,7 @@ fn held_back_until(
         .and_then(|s| s.last_update_time.as_ref())
         .or(cluster.metadata.creation_timestamp.as_ref())?;
     let due = since.0.as_second() + PROGRESS_INTERVAL_SECONDS;
-    (observed.now.0.as_second() < due).then_some(due)
+    (now.0.as_second() < due).then_some(due)
 }
 
 /// Where the cluster's own gang stands (docs/reconciler.md, "Why a gang is pending"): released

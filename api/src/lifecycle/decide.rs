@@ -235,8 +235,7 @@ impl<'s, 'a> Pass<'s, 'a> {
 
     /// Look again when `deadline` (epoch seconds) passes.
     fn wake_at(&mut self, deadline: i64) {
-        let wait = (deadline - self.now()).max(0) as u64 + 1;
-        self.requeue_within(Duration::from_secs(wait));
+        self.requeue_within(crate::decision::until_after(deadline, self.now()));
     }
 
     fn validation_failed(&mut self, message: String) {

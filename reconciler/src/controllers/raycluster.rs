@@ -104,12 +104,10 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
         tracing::debug!(%resource_version, "the cached RayCluster predates this reconciler's last write; waiting for the newer version");
         return Ok(Requeue::requeue(SUPERSEDED_RECHECK));
     }
-    let in_cache = |child: &str| match child.split_once('/') {
-        Some(("Pod", pod)) => cached(&shared.pods, &namespace, pod).is_some(),
-        Some(("Service", service)) => cached(&shared.services, &namespace, service).is_some(),
-        Some(("PodGroup", pod_group)) => {
-            cached(&shared.pod_groups, &namespace, pod_group).is_some()
-        }
+    let in_cache = |kind: &str, child: &str| match kind {
+        "Pod" => cached(&shared.pods, &namespace, child).is_some(),
+        "Service" => cached(&shared.services, &namespace, child).is_some(),
+        "PodGroup" => cached(&shared.pod_groups, &namespace, child).is_some(),
         _ => true,
     };
     if let Some(wait) = ctx.expected.wait_for(&uid, in_cache) {
@@ -229,16 +227,12 @@ impl Performer<'_> {
         }
         Ok(self.stored.get_or_insert_default())
     }
-}
 
-impl Performer<'_> {
-    /// Records that this pass created `kind` `name`, so that the next pass waits for the cache
-    /// to show it.
-    fn created(&self, kind: &str, name: &str) {
-        self.expected.record(
-            &self.cluster.uid().unwrap_or_default(),
-            format!("{kind}/{name}"),
-        );
+    /// Records that this pass created the `kind` named `name`, so that the next pass waits for
+    /// the cache to show it.
+    fn created(&self, kind: &'static str, name: &str) {
+        self.expected
+            .record(&self.cluster.uid().unwrap_or_default(), kind, name);
     }
 }
 
@@ -268,10 +262,8 @@ impl Perform<Action> for Performer<'_> {
             }
             Action::DeletePod { name, uid, reason } => {
                 tracing::info!(pod = %name, %reason, "deleting Pod");
-                self.expected.deleted(
-                    &self.cluster.uid().unwrap_or_default(),
-                    &format!("Pod/{name}"),
-                );
+                self.expected
+                    .deleted(&self.cluster.uid().unwrap_or_default(), "Pod", &name);
                 let params = DeleteParams {
                     // A same-named successor (its UID differs) is never removed.
                     preconditions: uid.map(|uid| Preconditions {

@@ -131,11 +131,11 @@ async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> 
         return Ok(Requeue::requeue(SUPERSEDED_RECHECK));
     }
     let ns = namespace.as_str();
-    let in_cache = |child: &str| match child.split_once('/') {
-        Some(("RayCluster", cluster)) => cached(&shared.clusters, ns, cluster).is_some(),
-        Some(("Job", submitter)) => cached(&shared.submitters, ns, submitter).is_some(),
-        Some(("PodGroup", pod_group)) => cached(&shared.pod_groups, ns, pod_group).is_some(),
-        Some(("Service", service)) => cached(&shared.services, ns, service).is_some(),
+    let in_cache = |kind: &str, child: &str| match kind {
+        "RayCluster" => cached(&shared.clusters, ns, child).is_some(),
+        "Job" => cached(&shared.submitters, ns, child).is_some(),
+        "PodGroup" => cached(&shared.pod_groups, ns, child).is_some(),
+        "Service" => cached(&shared.services, ns, child).is_some(),
         _ => true,
     };
     if let Some(wait) = shared.ctx.expected.wait_for(&uid, in_cache) {
@@ -255,10 +255,10 @@ impl RayJobWrites<'_> {
         Ok(self.stored.get_or_insert_default())
     }
 
-    /// Records that this pass created `kind` `name`, so that the next pass waits for the cache
-    /// to show it.
-    fn created(&self, kind: &str, name: &str) {
-        self.expected.record(&self.uid, format!("{kind}/{name}"));
+    /// Records that this pass created the `kind` named `name`, so that the next pass waits for
+    /// the cache to show it.
+    fn created(&self, kind: &'static str, name: &str) {
+        self.expected.record(&self.uid, kind, name);
     }
 
     /// The pass's own write turned the RayJob into `updated`: later writes of the pass are based
@@ -359,8 +359,7 @@ impl Perform<Action> for RayJobWrites<'_> {
                 info!(service = %name, "Service points at the current cluster");
             }
             Action::DeleteRayCluster { name } => {
-                self.expected
-                    .deleted(&self.uid, &format!("RayCluster/{name}"));
+                self.expected.deleted(&self.uid, "RayCluster", &name);
                 let params = DeleteParams {
                     propagation_policy: Some(PropagationPolicy::Foreground),
                     ..DeleteParams::default()
@@ -384,7 +383,7 @@ impl Perform<Action> for RayJobWrites<'_> {
                 self.created("Job", &submitter.name_any());
             }
             Action::DeleteSubmitterJob { name } => {
-                self.expected.deleted(&self.uid, &format!("Job/{name}"));
+                self.expected.deleted(&self.uid, "Job", &name);
                 let params = DeleteParams {
                     propagation_policy: Some(PropagationPolicy::Background),
                     ..DeleteParams::default()

@@ -2,6 +2,7 @@ use k8s_openapi::api::core::v1::{PodCondition, PodStatus, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
+use std::time::Duration;
 
 use super::*;
 use crate::cluster::status::{STATE_READY, STATE_SUSPENDED};
