@@ -91,11 +91,11 @@ pub fn decide(s: &Snapshot<'_>) -> Decision {
     let state = DeploymentStatus::parse(pass.old.job_deployment_status.as_deref());
     let identity_missing = pass.cluster_name().is_empty();
     let flow = match state {
-        DeploymentStatus::New => pass.new_attempt(),
+        DeploymentStatus::New => pass.start_attempt(),
         DeploymentStatus::Initializing | DeploymentStatus::Waiting | DeploymentStatus::Running
             if identity_missing =>
         {
-            pass.new_attempt()
+            pass.start_attempt()
         }
         DeploymentStatus::Initializing => pass.initializing(),
         DeploymentStatus::Waiting => pass.waiting(),

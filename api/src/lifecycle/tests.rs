@@ -244,16 +244,34 @@ fn found(status: &str, end: Option<i64>) -> RayJobObservation {
 }
 
 #[test]
-fn new_writes_identity_and_nothing_else() {
+fn new_writes_identity_first_and_creates_the_gang_and_cluster_in_the_same_pass() {
     let mut job = job("");
     job.metadata.finalizers = None;
-    let world = World::new(job);
+    let mut world = World::new(job);
+    world.volcano = true;
     let decision = world.decide();
-    assert_eq!(kinds(&decision), ["AddFinalizer", "UpdateStatus"]);
-    assert!(
-        events(&decision).is_empty(),
-        "progress gets no Event: {:?}",
-        events(&decision)
+    assert_eq!(
+        kinds(&decision),
+        [
+            "AddFinalizer",
+            "UpdateStatus",
+            "CreatePodGroup",
+            "CreateRayCluster"
+        ],
+        "nothing is created before the identity it is named by is stored"
+    );
+    let Some(Action::CreateRayCluster(cluster)) = decision
+        .actions
+        .iter()
+        .find(|a| matches!(a, Action::CreateRayCluster(_)))
+    else {
+        unreachable!()
+    };
+    assert_eq!(cluster.metadata.name.as_deref(), Some("demo-fghjk"));
+    assert_eq!(
+        events(&decision),
+        ["CreatedPodGroup", "CreatedRayCluster"],
+        "the creates are recorded, the step to Initializing is not"
     );
     let status = status_of(&decision).unwrap();
     assert_eq!(status.job_id.as_deref(), Some("demo-abcde"));
@@ -267,7 +285,24 @@ fn new_writes_identity_and_nothing_else() {
     assert_eq!((status.failed, status.succeeded), (Some(0), Some(0)));
     assert_eq!(
         decision.requeue_after, None,
-        "the status write itself wakes the next pass"
+        "the new cluster's watch event wakes the next pass"
+    );
+}
+
+#[test]
+fn a_new_rayjob_on_a_selected_cluster_stops_after_its_identity() {
+    let mut job = job("  clusterSelector: {ray.io/cluster: shared}");
+    job.metadata.finalizers = None;
+    let decision = World::new(job).decide();
+    assert_eq!(
+        kinds(&decision),
+        ["AddFinalizer", "UpdateStatus"],
+        "the selected cluster was not read by this pass"
+    );
+    assert!(
+        events(&decision).is_empty(),
+        "no RayClusterNotFound: {:?}",
+        events(&decision)
     );
 }
 
@@ -1206,7 +1241,7 @@ fn other_managers_are_left_alone() {
     ours.spec.managed_by = Some("ray.io/kuberay-operator".into());
     assert_eq!(
         kinds(&World::new(ours).decide()),
-        ["AddFinalizer", "UpdateStatus"]
+        ["AddFinalizer", "UpdateStatus", "CreateRayCluster"]
     );
 }
 

@@ -94,7 +94,7 @@ impl<'s, 'a> Pass<'s, 'a> {
     }
 
     /// KubeRay's counters and retry rule (docs/upstream.md, "KubeRay: RayJob controller").
-    fn counters_and_retry(&mut self) {
+    pub(super) fn counters_and_retry(&mut self) {
         let state = self.state();
         let mut failed = self.st.failed.unwrap_or(0);
         let mut succeeded = self.st.succeeded.unwrap_or(0);

@@ -6,8 +6,27 @@ use crate::lifecycle::submitter::submitter_job;
 use crate::lifecycle::{Action, DeploymentStatus, SubmissionMode};
 
 impl<'s, 'a> Pass<'s, 'a> {
-    /// New: choose this attempt's identity and write it before anything is created with it.
-    pub(super) fn new_attempt(&mut self) -> Flow {
+    /// New: the attempt's identity is written first, then the same pass goes on as
+    /// Initializing (its PodGroup and RayCluster), so a RayJob gets its cluster one pass
+    /// sooner, not after its own status write has come back through the watch and the queue of
+    /// every other RayJob. The order keeps a crash harmless: nothing is created before the
+    /// identity it is named by is stored, and a pass that stops after the status write is
+    /// continued by the next, as Initializing. In clusterSelector mode the pass stops after the
+    /// identity: the selected cluster was not among what it read.
+    pub(super) fn start_attempt(&mut self) -> Flow {
+        let flow = self.new_attempt();
+        if self.selector_mode() {
+            return flow;
+        }
+        self.counters_and_retry();
+        self.actions
+            .push(Action::UpdateStatus(Box::new(self.st.clone())));
+        self.old = self.st.clone();
+        self.initializing()
+    }
+
+    /// Chooses this attempt's identity, to be written before anything is created with it.
+    fn new_attempt(&mut self) -> Flow {
         let name = self.job_name().to_string();
         if self.mode != SubmissionMode::Interactive
             && self.st.job_id.as_deref().is_none_or(str::is_empty)
