@@ -22,7 +22,7 @@ use crate::Config;
 use crate::dashboard::DashboardError;
 use crate::events::EventSink;
 use crate::exec::{SubGroupSupport, Writer};
-use crate::freshness::{Expected, Superseded};
+use crate::freshness::{CreateAnswers, Expected, Superseded};
 use crate::metrics::Metrics;
 
 /// Requeue after a failed reconcile.
@@ -177,6 +177,8 @@ pub struct Context {
     pub superseded: Superseded,
     /// Children this term's passes created that the caches may not show yet.
     pub expected: Expected,
+    /// The API server's answers to the RayClusters this term created.
+    pub create_answers: CreateAnswers,
     /// Whether PodGroups get sub-group policies (the PodGroup CRD keeps them).
     pub sub_groups: Arc<SubGroupSupport>,
 }
@@ -258,6 +260,7 @@ impl Context {
             event_publisher,
             superseded: Superseded::default(),
             expected: Expected::default(),
+            create_answers: CreateAnswers::default(),
         }))
     }
 

@@ -274,10 +274,18 @@ impl Writer {
             + DeserializeOwned,
     {
         let what = format!("{} {}", K::kind(&()), object.name_any());
-        self.create_in(&self.api(), object, &what).await
+        self.create_in(&self.api(), object, &what).await?;
+        Ok(())
     }
 
-    async fn create_in<K>(&self, api: &Api<K>, object: &K, what: &str) -> Result<(), ReconcileError>
+    /// Creates `object` unless it exists: the object as stored if this create made it, `None`
+    /// if it existed already.
+    async fn create_in<K>(
+        &self,
+        api: &Api<K>,
+        object: &K,
+        what: &str,
+    ) -> Result<Option<K>, ReconcileError>
     where
         K: Clone + Debug + Serialize + DeserializeOwned,
     {
@@ -286,21 +294,22 @@ impl Writer {
             ..PostParams::default()
         };
         match api.create(&post, object).await {
-            Ok(_) => {
+            Ok(created) => {
                 tracing::info!("{what} created");
-                Ok(())
+                Ok(Some(created))
             }
-            Err(e) if is_status(&e, 409) => Ok(()),
+            Err(e) if is_status(&e, 409) => Ok(None),
             Err(e) => Err(api_error(format!("create {what}"))(e)),
         }
     }
 
-    /// Creates the object of kind `K` built as JSON (unknown fields kept) unless it exists.
+    /// Creates the object of kind `K` built as JSON (unknown fields kept) unless it exists: the
+    /// object as stored if this create made it, `None` if it existed already.
     pub(crate) async fn create_raw<K>(
         &self,
         object: Value,
         what: &str,
-    ) -> Result<(), ReconcileError>
+    ) -> Result<Option<DynamicObject>, ReconcileError>
     where
         K: Resource<DynamicType = ()>,
     {

@@ -17,10 +17,17 @@
 //!
 //! [`Expected`] does the same for the children a pass created: a later pass of the owner waits
 //! for the cache to show them before it decides again.
+//!
+//! [`CreateAnswers`] keeps the API server's answer to a create, the object as stored, for the
+//! controller that reconciles it next, which would otherwise read it again.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
+
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use serde_json::Value;
 
 /// When to look again at an object whose cached version is superseded, in case the watch
 /// event that carries the newer version never arrives (the watch broke and is relisting).
@@ -155,9 +162,76 @@ impl Expected {
     }
 }
 
+/// How long the answer to a create is kept for the object's first pass; an answer nobody took
+/// by then is dropped (its controller may not run in this process).
+pub const CREATE_ANSWER_KEPT: Duration = Duration::from_secs(30);
+
+/// The answers to the creates of this process, by the created object's UID: the object as
+/// stored (its JSON, fields raygate's types do not know included) at its first version.
+///
+/// A RayCluster's first pass builds its Pods from the stored JSON. When this process created
+/// the RayCluster (for a RayJob), the create's answer is exactly that, so the pass takes it
+/// instead of reading the cluster again; for any other version it reads.
+#[derive(Debug, Default)]
+pub struct CreateAnswers(Mutex<HashMap<String, (String, Value, Instant)>>);
+
+impl CreateAnswers {
+    /// Keeps the answer `created` to a create; answers older than [`CREATE_ANSWER_KEPT`] are
+    /// dropped.
+    pub fn record(&self, created: &DynamicObject) {
+        let (Some(uid), Some(version)) = (
+            created.uid().filter(|uid| !uid.is_empty()),
+            created.resource_version(),
+        ) else {
+            return;
+        };
+        let Ok(json) = serde_json::to_value(created) else {
+            return;
+        };
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        map.retain(|_, (_, _, at)| at.elapsed() < CREATE_ANSWER_KEPT);
+        map.insert(uid, (version, json, Instant::now()));
+    }
+
+    /// Takes the stored JSON of object `uid` if the answer kept for it is at `version`. An
+    /// answer at another version is of no further use and is dropped.
+    pub fn take(&self, uid: &str, version: &str) -> Option<Value> {
+        let (kept, json, _) = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(uid)?;
+        (kept == version).then_some(json)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn created(uid: &str, version: &str) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "ray.io/v1",
+            "kind": "RayCluster",
+            "metadata": {"name": "c", "uid": uid, "resourceVersion": version},
+            "spec": {"unknownToRaygate": {"kept": true}},
+        }))
+        .expect("a valid object")
+    }
+
+    #[test]
+    fn the_answer_to_a_create_is_taken_once_and_only_at_its_version() {
+        let answers = CreateAnswers::default();
+        answers.record(&created("uid-1", "10"));
+        answers.record(&created("uid-2", "11"));
+        answers.record(&created("", "12"));
+        let json = answers.take("uid-1", "10").expect("kept at version 10");
+        assert_eq!(json["spec"]["unknownToRaygate"]["kept"], true, "{json}");
+        assert_eq!(answers.take("uid-1", "10"), None, "taken already");
+        assert_eq!(answers.take("uid-2", "13"), None, "another version");
+        assert_eq!(answers.take("uid-2", "11"), None, "dropped on the miss");
+        assert_eq!(answers.take("", "12"), None, "no UID, nothing kept");
+    }
 
     #[test]
     fn an_owner_waits_for_the_children_it_created_until_the_cache_shows_them() {

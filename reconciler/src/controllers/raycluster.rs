@@ -32,7 +32,7 @@ use super::{drain, owners_in_queue, queue_of, watching};
 use crate::cache::{Caches, cached};
 use crate::context::{Context, NamespaceScope, ReconcileError, api_error, error_policy};
 use crate::exec::{self, Failed, Perform, Writer};
-use crate::freshness::{Expected, SUPERSEDED_RECHECK, Superseded};
+use crate::freshness::{CreateAnswers, Expected, SUPERSEDED_RECHECK, Superseded};
 
 /// The controller's name (metrics label, logs).
 pub const NAME: &str = "raycluster";
@@ -170,6 +170,7 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
         writer: &writer,
         superseded: &ctx.superseded,
         expected: &ctx.expected,
+        create_answers: &ctx.create_answers,
         cluster,
         name: &name,
         stored: None,
@@ -199,6 +200,7 @@ struct Performer<'a> {
     writer: &'a Writer,
     superseded: &'a Superseded,
     expected: &'a Expected,
+    create_answers: &'a CreateAnswers,
     cluster: &'a RayCluster,
     name: &'a str,
     /// The RayCluster as stored, read before the first Pod is created.
@@ -207,8 +209,16 @@ struct Performer<'a> {
 
 impl Performer<'_> {
     /// The RayCluster as stored (its JSON, unknown fields included), at the version decided
-    /// on: Pods are made from the templates as the user wrote them.
+    /// on: Pods are made from the templates as the user wrote them. A cluster this process
+    /// created and nobody changed since is taken from the answer to its create; any other is
+    /// read.
     async fn stored(&mut self) -> Result<&Value, ReconcileError> {
+        if self.stored.is_none() {
+            self.stored = self.create_answers.take(
+                &self.cluster.uid().unwrap_or_default(),
+                &self.cluster.resource_version().unwrap_or_default(),
+            );
+        }
         if self.stored.is_none() {
             let current: DynamicObject =
                 self.writer

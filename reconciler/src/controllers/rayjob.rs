@@ -37,7 +37,7 @@ use crate::cache::{Caches, cached};
 use crate::context::{Context, NamespaceScope, ReconcileError, api_error, error_policy};
 use crate::dashboard::{AddressResolver, Dashboard, DashboardError};
 use crate::exec::{self, Perform, Writer};
-use crate::freshness::{Expected, SUPERSEDED_RECHECK, Superseded};
+use crate::freshness::{CreateAnswers, Expected, SUPERSEDED_RECHECK, Superseded};
 
 /// The controller's name (metrics label, logs).
 pub const NAME: &str = "rayjob";
@@ -205,6 +205,7 @@ async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> 
         dashboard: &shared.dashboard,
         superseded: &shared.ctx.superseded,
         expected: &shared.ctx.expected,
+        create_answers: &shared.ctx.create_answers,
         job,
         name: &name,
         uid,
@@ -220,20 +221,23 @@ struct RayJobWrites<'a> {
     dashboard: &'a Dashboard,
     superseded: &'a Superseded,
     expected: &'a Expected,
+    create_answers: &'a CreateAnswers,
     job: &'a RayJob,
     name: &'a str,
     uid: String,
     /// The RayJob version the pass decided on, advanced by its own metadata writes.
     resource_version: String,
-    /// The RayJob as stored, read before the first create of the pass.
+    /// The RayJob as stored at [`Self::resource_version`]: the answer to the pass's own last
+    /// write of it, or read before the first create of a pass that has not written it.
     stored: Option<Value>,
 }
 
 impl RayJobWrites<'_> {
-    /// Reads the RayJob again, as stored, before the first create of the pass: acting on a
-    /// stale copy could create a cluster or submission for an identity that is no longer
-    /// current, and the stored JSON carries the fields raygate's types do not know, which the
-    /// RayCluster and submitter copy from it.
+    /// The RayJob as stored, before the first create of the pass: acting on a stale copy could
+    /// create a cluster or submission for an identity that is no longer current, and the stored
+    /// JSON carries the fields raygate's types do not know, which the RayCluster and submitter
+    /// copy from it. A pass that has written the RayJob already holds it (the API server's
+    /// answer to a write made at the version decided on); any other pass reads it once.
     async fn stored(&mut self) -> Result<&Value, ReconcileError> {
         if self.stored.is_none() {
             let current: DynamicObject = self
@@ -261,13 +265,15 @@ impl RayJobWrites<'_> {
         self.expected.record(&self.uid, kind, name);
     }
 
-    /// The pass's own write turned the RayJob into `updated`: later writes of the pass are based
-    /// on it, and the version it replaced is no longer one to decide on.
-    fn replaced_by(&mut self, updated: &RayJob) {
+    /// The pass's own write turned the RayJob into `updated`, the API server's answer: later
+    /// writes and creates of the pass are based on it, and the version it replaced is no longer
+    /// one to decide on.
+    fn replaced_by(&mut self, updated: DynamicObject) {
         let after = updated.resource_version().unwrap_or_default();
         self.superseded
             .record(&self.uid, &self.resource_version, &after);
         self.resource_version = after;
+        self.stored = serde_json::to_value(&updated).ok();
     }
 
     async fn set_finalizers(&mut self, finalizers: Vec<String>) -> Result<(), ReconcileError> {
@@ -277,11 +283,11 @@ impl RayJobWrites<'_> {
         }});
         let updated = self
             .writer
-            .api::<RayJob>()
+            .raw_api::<RayJob>()
             .patch(self.name, &Writer::patch_params(), &Patch::Merge(&patch))
             .await
             .map_err(api_error("update the RayJob's finalizers"))?;
-        self.replaced_by(&updated);
+        self.replaced_by(updated);
         Ok(())
     }
 
@@ -341,7 +347,9 @@ impl Perform<Action> for RayJobWrites<'_> {
             Action::CreateRayCluster(cluster) => {
                 let what = format!("RayCluster {}", cluster.name_any());
                 let object = ray_cluster_object(self.stored().await?, job, &cluster);
-                writer.create_raw::<RayCluster>(object, &what).await?;
+                if let Some(created) = writer.create_raw::<RayCluster>(object, &what).await? {
+                    self.create_answers.record(&created);
+                }
                 self.created("RayCluster", &cluster.name_any());
             }
             Action::CreateService(service) => {
@@ -425,11 +433,11 @@ impl Perform<Action> for RayJobWrites<'_> {
                     "status": diff,
                 });
                 let updated = writer
-                    .api::<RayJob>()
+                    .raw_api::<RayJob>()
                     .patch_status(self.name, &Writer::patch_params(), &Patch::Merge(&patch))
                     .await
                     .map_err(api_error("update the RayJob status"))?;
-                self.replaced_by(&updated);
+                self.replaced_by(updated);
                 info!(
                     deployment = status.job_deployment_status.as_deref().unwrap_or_default(),
                     job_status = status.job_status.as_deref().unwrap_or_default(),
