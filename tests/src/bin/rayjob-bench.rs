@@ -69,48 +69,43 @@ const TIMEOUT: Duration = Duration::from_secs(20 * 60);
 /// RayJobs created at once.
 const CREATE_PARALLELISM: usize = 16;
 
+/// Many RayJobs created at once, under raygate's reconciler and, with `--peer kuberay`, under
+/// KubeRay's operator, in one invocation.
+#[derive(clap::Parser)]
 struct Options {
+    /// RayJobs created at once.
+    #[arg(long, default_value_t = 500)]
     jobs: usize,
+    /// Workers per RayJob (each RayJob also has a head).
+    #[arg(long, default_value_t = 1)]
     workers: usize,
+    /// Reconciles at a time: raygate's `--concurrency` and the tuned KubeRay's
+    /// `--reconcile-concurrency`.
+    #[arg(long = "reconcile-concurrency", default_value_t = 4)]
     concurrency: u16,
+    /// Seconds to count the requests of the idle controller after every RayJob is `Waiting`.
+    #[arg(long = "idle-seconds", default_value = "120", value_parser = seconds)]
     idle: Duration,
-    peer_kuberay: bool,
+    /// Run the same RayJobs under a peer controller too.
+    #[arg(long = "peer", value_enum)]
+    peer: Option<Peer>,
 }
 
-const USAGE: &str = "usage: rayjob-bench [--jobs N] [--workers N] [--reconcile-concurrency N] [--idle-seconds N] [--peer kuberay]";
+/// A controller to compare raygate's with.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Peer {
+    /// The environment's KubeRay operator, with its defaults and tuned.
+    Kuberay,
+}
 
-fn options() -> anyhow::Result<Options> {
-    let mut options = Options {
-        jobs: 500,
-        workers: 1,
-        concurrency: 4,
-        idle: Duration::from_secs(120),
-        peer_kuberay: false,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        let value = args
-            .next()
-            .with_context(|| format!("{flag}: missing value"))?;
-        let number = || {
-            value
-                .parse::<usize>()
-                .with_context(|| format!("{flag}: {value:?} is not a number"))
-        };
-        match flag.as_str() {
-            "--jobs" => options.jobs = number()?,
-            "--workers" => options.workers = number()?,
-            "--reconcile-concurrency" => {
-                options.concurrency =
-                    u16::try_from(number()?).context("--reconcile-concurrency")?;
-            }
-            "--idle-seconds" => options.idle = Duration::from_secs(u64::try_from(number()?)?),
-            "--peer" if value == "kuberay" => options.peer_kuberay = true,
-            "--peer" => bail!("--peer: {value:?} is not a known peer; write --peer kuberay"),
-            other => bail!("unknown flag {other}; {USAGE}"),
-        }
+impl Options {
+    fn peer_kuberay(&self) -> bool {
+        self.peer == Some(Peer::Kuberay)
     }
-    Ok(options)
+}
+
+fn seconds(value: &str) -> Result<Duration, std::num::ParseIntError> {
+    value.parse().map(Duration::from_secs)
 }
 
 /// An InteractiveMode RayJob: one head and `workers` workers, 100m / 128Mi each.
@@ -634,9 +629,9 @@ fn load_average() -> String {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let options = options()?;
+    let options = <Options as clap::Parser>::parse();
     let env = Env::load();
-    if options.peer_kuberay && env.get("RAYGATE_KUBERAY_OPERATOR").is_none() {
+    if options.peer_kuberay() && env.get("RAYGATE_KUBERAY_OPERATOR").is_none() {
         bail!(
             "--peer kuberay needs the KubeRay operator in the environment: tests/env/build kuberay, then tests/env/control-plane up with RAYGATE_ENV_KUBERAY=1"
         );
@@ -655,7 +650,7 @@ async fn main() -> anyhow::Result<()> {
             .with_context(|| format!("creating node {name}"))?;
     }
     let mut controllers = vec![Controller::Raygate];
-    if options.peer_kuberay {
+    if options.peer_kuberay() {
         controllers.extend([Controller::KubeRay, Controller::KubeRayTuned]);
     }
     let mut runs = Vec::new();
