@@ -203,7 +203,7 @@ pub(crate) struct RuleOptions {
 /// `--namespace-label`, one definition for every subcommand that needs it (`webhook`,
 /// `reconcile`, `run`, `manifests`), so that its name, environment variable and default agree.
 #[derive(clap::Args, Debug)]
-pub(crate) struct OptInArgs {
+pub(crate) struct NamespaceLabelArgs {
     /// The namespace label that opts a namespace into Volcano gang scheduling: Pod
     /// onboarding, PodGroups and QueuePolicies act only in namespaces labelled with it.
     #[arg(
@@ -213,6 +213,12 @@ pub(crate) struct OptInArgs {
         default_value_t = OptInLabel::default()
     )]
     pub(crate) namespace_label: OptInLabel,
+}
+
+/// `--namespace-label-admins`, one definition for the subcommands that enforce or install it
+/// (`webhook`, `run`, `manifests`); `reconcile` has no webhook and does not take it.
+#[derive(clap::Args, Debug)]
+pub(crate) struct LabelAdminsArgs {
     /// Who may add, change or remove the opt-in label on a Namespace: comma-separated
     /// `group:NAME` and `user:NAME` entries (anyone else is refused by the webhook, so a
     /// namespace owner cannot step out of the QueuePolicies). Empty: nobody.
@@ -225,13 +231,29 @@ pub(crate) struct OptInArgs {
     pub(crate) namespace_label_admins: LabelAdmins,
 }
 
+impl LabelAdminsArgs {
+    /// `label` with these admins.
+    pub(crate) fn of(self, label: OptInLabel) -> OptInLabel {
+        OptInLabel {
+            admins: self.namespace_label_admins,
+            ..label
+        }
+    }
+}
+
+/// The opt-in label and its admins, for the subcommands that take both.
+#[derive(clap::Args, Debug)]
+pub(crate) struct OptInArgs {
+    #[command(flatten)]
+    pub(crate) label: NamespaceLabelArgs,
+    #[command(flatten)]
+    pub(crate) admins: LabelAdminsArgs,
+}
+
 impl OptInArgs {
     /// The opt-in label with its admins.
     pub(crate) fn label(self) -> OptInLabel {
-        OptInLabel {
-            admins: self.namespace_label_admins,
-            ..self.namespace_label
-        }
+        self.admins.of(self.label.namespace_label)
     }
 }
 

@@ -31,7 +31,7 @@ pub struct Args {
     #[arg(long, env = "RAYGATE_NAMESPACE_SELECTOR", value_name = "SELECTOR")]
     namespace_selector: Option<String>,
     #[command(flatten)]
-    opt_in: crate::OptInArgs,
+    opt_in: crate::NamespaceLabelArgs,
     #[command(flatten)]
     rules: crate::RuleOptions,
     /// Reconciles that run at once per controller (0: unbounded; one object is never
@@ -128,7 +128,7 @@ impl Args {
                 .filter(|ns| !ns.is_empty())
                 .collect(),
             namespace_selector: self.namespace_selector.filter(|s| !s.trim().is_empty()),
-            opt_in_label: self.opt_in.label(),
+            opt_in_label: self.opt_in.namespace_label,
             concurrency: self.concurrency,
             default_reconciler: self.rules.reconciler.into(),
             validation: ValidationContext {

@@ -32,6 +32,8 @@ pub struct RunArgs {
     webhook: Box<webhook::WebhookArgs>,
     #[command(flatten)]
     reconciler: Box<reconcile::Args>,
+    #[command(flatten)]
+    label_admins: crate::LabelAdminsArgs,
 }
 
 /// Runs the enabled parts until SIGTERM/SIGINT or the first fatal error, with one health and
@@ -47,7 +49,7 @@ pub fn run(args: RunArgs, metrics: MetricsArgs, log: LogArgs) -> Result<()> {
     let mut validation = config.validation.clone();
     // One opt-in label for both parts: the reconciler's PodGroups are for exactly the Pods the
     // webhook onboards.
-    let opt_in = config.opt_in_label.clone();
+    let opt_in = args.label_admins.of(config.opt_in_label.clone());
     validation.reconciler =
         if args.enable_reconciler && config.default_reconciler == ReconcilerKind::Raygate {
             ReconcilerKind::Raygate
@@ -145,6 +147,49 @@ mod tests {
                 .collect();
             assert_eq!(metrics, ["metrics-address"], "raygate {name}");
         }
+    }
+
+    #[test]
+    fn only_the_subcommands_with_a_webhook_take_the_label_admins() {
+        let command = crate::Cli::command();
+        for (name, expected) in [
+            ("run", &["namespace-label", "namespace-label-admins"][..]),
+            (
+                "webhook",
+                &["namespace-label", "namespace-label-admins"][..],
+            ),
+            (
+                "manifests",
+                &["namespace-label", "namespace-label-admins"][..],
+            ),
+            ("reconcile", &["namespace-label"][..]),
+        ] {
+            let subcommand = command
+                .find_subcommand(name)
+                .unwrap_or_else(|| panic!("raygate {name}"));
+            let label_flags: Vec<_> = subcommand
+                .get_arguments()
+                .filter_map(|arg| arg.get_long())
+                .filter(|long| long.starts_with("namespace-label"))
+                .collect();
+            assert_eq!(label_flags, expected, "raygate {name}");
+        }
+    }
+
+    #[test]
+    fn the_label_admins_of_run_reach_the_webhook_label() {
+        let cli = Cli::try_parse_from([
+            "run",
+            "--namespace-label",
+            "team.example/gang=yes",
+            "--namespace-label-admins",
+            "user:gitops",
+        ])
+        .expect("parses");
+        let config = cli.args.reconciler.config().expect("valid flags");
+        let label = cli.args.label_admins.of(config.opt_in_label);
+        assert_eq!(label.to_string(), "team.example/gang=yes");
+        assert_eq!(label.admins.to_string(), "user:gitops");
     }
 
     #[test]
