@@ -16,7 +16,8 @@
 use std::time::Duration;
 
 use futures::channel::mpsc;
-use futures::{SinkExt, Stream, StreamExt};
+use futures::future::{BoxFuture, Shared};
+use futures::{FutureExt, SinkExt, Stream, StreamExt};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, Service};
@@ -42,6 +43,10 @@ pub const WATCH_BACKOFF_MIN: Duration = Duration::from_millis(200);
 pub const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(4);
 /// A watch that has run this long without failing starts its backoff from the beginning again.
 const WATCH_BACKOFF_RESET: Duration = Duration::from_secs(60);
+/// Longest time a process's first passes wait for the caches' first lists
+/// ([`FirstLists`]). A list that takes longer (its API missing or refused) lets the passes go
+/// ahead rather than stop them all.
+pub const FIRST_LISTS_WAIT: Duration = Duration::from_secs(10);
 /// Events buffered for each subscriber before the watch waits for it.
 const SUBSCRIBER_BUFFER: usize = 1024;
 
@@ -142,6 +147,11 @@ where
         self.store.clone()
     }
 
+    /// Resolves once the store holds the watch's first list (at once after that).
+    fn listed(&self) -> BoxFuture<'static, ()> {
+        listed(self.store())
+    }
+
     /// A stream of every object the watch delivers from now on, changed or deleted, for a
     /// controller's trigger. Subscribe before [`Caches::run`].
     pub fn subscribe(&mut self) -> impl Stream<Item = Result<K, watcher::Error>> + Send + use<K> {
@@ -186,12 +196,60 @@ where
     }
 }
 
+/// Resolves once `store` holds its watch's first list (at once after that).
+fn listed<K>(store: Store<K>) -> BoxFuture<'static, ()>
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    async move {
+        // An error is a writer dropped with its watch: nothing more will be listed.
+        let _ = store.wait_until_ready().await;
+    }
+    .boxed()
+}
+
 /// The object `name` in `namespace` as `store` last had it delivered, if any.
 pub fn cached<K>(store: &Store<K>, namespace: &str, name: &str) -> Option<std::sync::Arc<K>>
 where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
     store.get(&ObjectRef::new(name).within(namespace))
+}
+
+/// The first lists of the caches a pass reads besides its own kind, awaited at the start of
+/// every pass of every Ray controller of a scope.
+///
+/// A cache is empty until its first list is in, and a pass that reads an empty cache takes a
+/// child that exists for one that does not: right after a restart, a Retrying RayJob whose
+/// cluster was not yet listed forgot that cluster and started a new attempt, leaving the old
+/// one behind (caught by the 20-job SIGKILL test); a ready RayCluster whose Pods were not yet
+/// listed would write a status with no Pod ready. The wait ends at the last first list, or
+/// after [`FIRST_LISTS_WAIT`]; once ended, a pass awaits it without waiting.
+#[derive(Clone)]
+pub struct FirstLists(Shared<BoxFuture<'static, ()>>);
+
+impl FirstLists {
+    /// Waits for every one of `lists`, at most `bound` from the first [`FirstLists::wait`].
+    fn of(lists: Vec<BoxFuture<'static, ()>>, bound: Duration) -> Self {
+        let wait = async move {
+            if tokio::time::timeout(bound, futures::future::join_all(lists))
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    wait = ?bound,
+                    "the watch caches have not listed yet; going ahead without them"
+                );
+            }
+        };
+        Self(wait.boxed().shared())
+    }
+
+    /// Returns once every cache has its first list, or [`FIRST_LISTS_WAIT`] after the first
+    /// call.
+    pub async fn wait(&self) {
+        self.0.clone().await;
+    }
 }
 
 /// Every kind the Ray controllers read, watched in one namespace scope.
@@ -212,6 +270,7 @@ pub struct Caches {
     /// Volcano Queues: a change of a queue wakes the Ray objects whose PodGroup is in it, so
     /// their `GangPending` condition follows (docs/reconciler.md, "Why a gang is pending").
     pub queues: Cache<Queue>,
+    first_lists: FirstLists,
 }
 
 impl Caches {
@@ -220,15 +279,39 @@ impl Caches {
     pub fn new(client: &Client, namespace: Option<&str>) -> Self {
         let head_services = format!("{}={}", keys::RAY_NODE_TYPE_LABEL, keys::HEAD_NODE_TYPE);
         let submitters = format!("{}=RayJob", keys::ORIGINATED_FROM_CRD_LABEL);
+        let ray_clusters = Cache::new(client, namespace, None);
+        let pods = Cache::new(client, namespace, Some(keys::RAY_CLUSTER_LABEL));
+        let services = Cache::new(client, namespace, Some(&head_services));
+        let jobs = Cache::new(client, namespace, Some(&submitters));
+        let pod_groups = Cache::new(client, namespace, None).keeping_managed_fields();
+        // The kinds the controllers read as children (Queues have their own wait,
+        // `controllers::queue_of`).
+        let first_lists = FirstLists::of(
+            vec![
+                ray_clusters.listed(),
+                pods.listed(),
+                services.listed(),
+                jobs.listed(),
+                pod_groups.listed(),
+            ],
+            FIRST_LISTS_WAIT,
+        );
         Self {
             ray_jobs: Cache::new(client, namespace, None),
-            ray_clusters: Cache::new(client, namespace, None),
-            pods: Cache::new(client, namespace, Some(keys::RAY_CLUSTER_LABEL)),
-            services: Cache::new(client, namespace, Some(&head_services)),
-            jobs: Cache::new(client, namespace, Some(&submitters)),
-            pod_groups: Cache::new(client, namespace, None).keeping_managed_fields(),
+            ray_clusters,
+            pods,
+            services,
+            jobs,
+            pod_groups,
             queues: Cache::queues(client),
+            first_lists,
         }
+    }
+
+    /// The first lists of the kinds the controllers read as children: RayClusters, Pods,
+    /// Services, submitter Jobs and PodGroups; one wait shared by the scope's controllers.
+    pub fn first_lists(&self) -> FirstLists {
+        self.first_lists.clone()
     }
 
     /// Runs every watch until `shutdown` fires.
@@ -250,5 +333,63 @@ impl Caches {
             _ = watches => {}
             () = shutdown.wait() => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::runtime::reflector;
+    use kube::runtime::watcher::Event;
+
+    use super::*;
+
+    /// Long enough for a pending wait to show, short enough for the suite.
+    const SHORT: Duration = Duration::from_millis(100);
+
+    #[tokio::test]
+    async fn passes_wait_for_every_first_list_and_then_no_more() {
+        let (pods, mut pod_writer) = reflector::store::<Pod>();
+        let (services, mut service_writer) = reflector::store::<Service>();
+        let first_lists = FirstLists::of(
+            vec![listed(pods), listed(services)],
+            Duration::from_secs(60),
+        );
+        assert!(
+            tokio::time::timeout(SHORT, first_lists.wait())
+                .await
+                .is_err(),
+            "no cache has listed"
+        );
+        pod_writer.apply_watcher_event(&Event::Init);
+        pod_writer.apply_watcher_event(&Event::InitDone);
+        assert!(
+            tokio::time::timeout(SHORT, first_lists.wait())
+                .await
+                .is_err(),
+            "the Service cache has not listed"
+        );
+        service_writer.apply_watcher_event(&Event::Init);
+        service_writer.apply_watcher_event(&Event::InitDone);
+        tokio::time::timeout(SHORT, first_lists.wait())
+            .await
+            .expect("every cache has listed");
+        tokio::time::timeout(SHORT, first_lists.clone().wait())
+            .await
+            .expect("a later pass does not wait");
+    }
+
+    #[tokio::test]
+    async fn a_list_that_never_comes_holds_the_passes_only_for_the_bound() {
+        let (pods, _writer) = reflector::store::<Pod>();
+        let first_lists = FirstLists::of(vec![listed(pods)], SHORT);
+        let started = std::time::Instant::now();
+        tokio::time::timeout(10 * SHORT, first_lists.wait())
+            .await
+            .expect("the bound ends the wait");
+        assert!(started.elapsed() >= SHORT, "{:?}", started.elapsed());
+        tokio::time::timeout(SHORT, first_lists.wait())
+            .await
+            .expect("a later pass does not wait");
     }
 }

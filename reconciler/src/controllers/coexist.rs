@@ -27,7 +27,7 @@ use raygate_api::volcano::PodGroup;
 
 use super::{drain, watching};
 use crate::MANAGER_NAME;
-use crate::cache::{Caches, cached};
+use crate::cache::{Caches, FirstLists, cached};
 use crate::context::{Context, NamespaceScope, ReconcileError, error_policy};
 use crate::exec::{self, Perform, Writer};
 
@@ -42,6 +42,7 @@ struct Shared {
     clusters: Store<RayCluster>,
     pod_groups: Store<PodGroup>,
     pods: Store<Pod>,
+    first_lists: FirstLists,
 }
 
 impl Shared {
@@ -51,6 +52,7 @@ impl Shared {
             clusters: caches.ray_clusters.store(),
             pod_groups: caches.pod_groups.store(),
             pods: caches.pods.store(),
+            first_lists: caches.first_lists(),
         })
     }
 
@@ -132,6 +134,7 @@ async fn reconcile_rayjob(
 ) -> Result<Requeue, ReconcileError> {
     let ctx = &shared.ctx;
     exec::reconcile(ctx, RAYJOB_NAME, job.as_ref(), async {
+        shared.first_lists.wait().await;
         let (namespace, name) = exec::namespace_and_name(job.as_ref(), "RayJob")?;
         if !in_scope(ctx, &namespace) {
             return Ok(Requeue::await_change());
@@ -170,6 +173,7 @@ async fn reconcile_raycluster(
 ) -> Result<Requeue, ReconcileError> {
     let ctx = &shared.ctx;
     exec::reconcile(ctx, RAYCLUSTER_NAME, cluster.as_ref(), async {
+        shared.first_lists.wait().await;
         let (namespace, name) = exec::namespace_and_name(cluster.as_ref(), "RayCluster")?;
         if !in_scope(ctx, &namespace) || coexist::cluster_ray_job(&cluster).is_some() {
             // A RayJob's cluster joins the RayJob's gang, kept by the RayJob controller.

@@ -29,7 +29,7 @@ use raygate_api::volcano::{PodGroup, Queue};
 use serde_json::Value;
 
 use super::{drain, owners_in_queue, queue_of, watching};
-use crate::cache::{Caches, cached};
+use crate::cache::{Caches, FirstLists, cached};
 use crate::context::{Context, NamespaceScope, ReconcileError, api_error, error_policy};
 use crate::exec::{self, Failed, Perform, Writer};
 use crate::freshness::{CreateAnswers, Expected, SUPERSEDED_RECHECK, Superseded};
@@ -44,6 +44,7 @@ struct Shared {
     services: Store<Service>,
     pod_groups: Store<PodGroup>,
     queues: Store<Queue>,
+    first_lists: FirstLists,
 }
 
 /// Runs the RayCluster controller on `caches` until the context's shutdown fires.
@@ -54,6 +55,7 @@ pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
         services: caches.services.store(),
         pod_groups: caches.pod_groups.store(),
         queues: caches.queues.store(),
+        first_lists: caches.first_lists(),
     });
     let pod_groups = caches.pod_groups.store();
     let results = watching(
@@ -79,6 +81,7 @@ async fn reconcile(
 }
 
 async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, ReconcileError> {
+    shared.first_lists.wait().await;
     let ctx = &shared.ctx;
     let (namespace, name) = exec::namespace_and_name(cluster, "RayCluster")?;
     if cluster.metadata.deletion_timestamp.is_some() {

@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 use tracing::{debug, info, warn};
 
 use super::{drain, owners_in_queue, queue_of, watching};
-use crate::cache::{Caches, cached};
+use crate::cache::{Caches, FirstLists, cached};
 use crate::context::{Context, NamespaceScope, ReconcileError, api_error, error_policy};
 use crate::dashboard::{AddressResolver, Dashboard, DashboardError};
 use crate::exec::{self, Perform, Writer};
@@ -56,16 +56,8 @@ struct Shared {
     pods: Store<Pod>,
     services: Store<Service>,
     queues: Store<Queue>,
-    /// Set once the child caches hold their first list (or [`CHILD_CACHES_WAIT`] passed).
-    children_listed: tokio::sync::OnceCell<()>,
+    first_lists: FirstLists,
 }
-
-/// Longest time the first passes of a process wait for the child caches' first lists. A pass
-/// that reads an unlisted cache takes a child that exists for one that does not: a Retrying
-/// RayJob whose cluster is not yet listed would forget that cluster and start a new attempt,
-/// leaving the old one behind. If a list takes longer (its API is missing or refused), passes
-/// go ahead as before rather than stop.
-const CHILD_CACHES_WAIT: Duration = Duration::from_secs(10);
 
 /// Runs the RayJob controller on `caches` until the context's shutdown fires.
 pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
@@ -89,7 +81,7 @@ pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
         pods: caches.pods.store(),
         services: caches.services.store(),
         queues: caches.queues.store(),
-        children_listed: tokio::sync::OnceCell::new(),
+        first_lists: caches.first_lists(),
     });
     let pod_groups = caches.pod_groups.store();
     let results = watching(ctx, caches.ray_jobs.subscribe(), caches.ray_jobs.store())
@@ -121,27 +113,7 @@ async fn reconcile(job: Arc<RayJob>, shared: Arc<Shared>) -> Result<Requeue, Rec
 
 /// One reconcile pass of one RayJob: observe, decide, carry out.
 async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> {
-    shared
-        .children_listed
-        .get_or_init(|| async {
-            let listed = futures::future::join5(
-                shared.clusters.wait_until_ready(),
-                shared.submitters.wait_until_ready(),
-                shared.pod_groups.wait_until_ready(),
-                shared.pods.wait_until_ready(),
-                shared.services.wait_until_ready(),
-            );
-            if tokio::time::timeout(CHILD_CACHES_WAIT, listed)
-                .await
-                .is_err()
-            {
-                warn!(
-                    wait = ?CHILD_CACHES_WAIT,
-                    "the child caches have not listed yet; going ahead without them"
-                );
-            }
-        })
-        .await;
+    shared.first_lists.wait().await;
     let (namespace, name) = exec::namespace_and_name(job, "RayJob")?;
     let opted_in = match shared.ctx.namespace_scope(&namespace) {
         NamespaceScope::Ignored => {
