@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Pod, Service};
-use kube::api::{ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Resource};
 use raygate_api::keys;
 use raygate_api::ray::v1::{RayCluster, RayJob};
@@ -218,5 +218,21 @@ async fn every_rayjob_gets_waiting_once_after_the_api_server_is_killed_and_resta
         per_owner(&pods, "RayCluster"),
         each(2),
         "Pods per RayCluster (head + worker)"
+    );
+
+    // The reconciler that lived through the outage still releases every finalizer, so the
+    // namespace goes with the test instead of keeping 200 RayJobs and their Pods.
+    api.delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .expect("deleting the RayJobs");
+    ns.wait_for("every RayJob gone", RECOVERY_BOUND, || async {
+        let left = api.list(&ListParams::default()).await?.items.len();
+        Ok((left == 0).then_some(()))
+    })
+    .await;
+    assert!(
+        reconciler.is_running(),
+        "the reconciler exited while the RayJobs were deleted:\n{}",
+        reconciler.log_text()
     );
 }
