@@ -11,6 +11,10 @@ use serde_json::{Value, json};
 
 use crate::{Env, TestNamespace};
 
+/// The annotation (and its value) that makes kwok manage a node: kwok's annotation selector in
+/// `tests/env/control-plane`.
+pub const KWOK_NODE_ANNOTATION: (&str, &str) = ("kwok.x-k8s.io/node", "fake");
+
 /// Label and taint key that reserves a [`FakeNode`] for one pool of pods.
 pub const POOL_KEY: &str = "e2e.raygate.io/pool";
 
@@ -47,7 +51,7 @@ impl FakeNode {
             "apiVersion": "v1", "kind": "Node",
             "metadata": {
                 "name": name,
-                "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+                "annotations": {KWOK_NODE_ANNOTATION.0: KWOK_NODE_ANNOTATION.1, "node.alpha.kubernetes.io/ttl": "0"},
                 "labels": {
                     "type": "kwok", POOL_KEY: pool,
                     "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",

@@ -55,6 +55,7 @@ use raygate_api::keys;
 use raygate_api::ray::v1::{RayCluster, RayJob};
 use raygate_api::volcano::PodGroup;
 use raygate_e2e::kuberay::{self, Dashboards, KubeRay};
+use raygate_e2e::nodes::KWOK_NODE_ANNOTATION;
 use raygate_e2e::ray::Dashboard;
 use raygate_e2e::reconciler::PRIVATE_RECONCILER_LABEL;
 use raygate_e2e::{Env, TestNamespace};
@@ -139,7 +140,7 @@ fn node(name: &str) -> anyhow::Result<Node> {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {
             "name": name,
-            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "annotations": {KWOK_NODE_ANNOTATION.0: KWOK_NODE_ANNOTATION.1, "node.alpha.kubernetes.io/ttl": "0"},
             "labels": {BENCH_NODE_LABEL: "true", "type": "kwok-bench", "kubernetes.io/hostname": name,
                        "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"},
         },

@@ -45,6 +45,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};
+use raygate_e2e::nodes::KWOK_NODE_ANNOTATION;
 use raygate_e2e::runner::{self, RAN_ANNOTATION, Target};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -94,10 +95,6 @@ struct Outcome {
     message: Option<String>,
     started_at: Timestamp,
 }
-
-/// The annotation (and its value) that makes kwok manage a node: kwok's annotation selector in
-/// `tests/env/control-plane`.
-const KWOK_NODE_ANNOTATION: (&str, &str) = ("kwok.x-k8s.io/node", "fake");
 
 /// Shared state of the runner.
 struct Runner {
