@@ -256,6 +256,37 @@ impl Writer {
         )
     }
 
+    /// Object `name` of kind `K` (called `kind`) as stored, as raw JSON (with the fields
+    /// raygate's types do not know), provided it is still at `decided`, the version the pass
+    /// decided on: a newer one stops the pass, which goes on from the newer version.
+    pub(crate) async fn read_stored<K>(
+        &self,
+        kind: &'static str,
+        name: &str,
+        decided: &str,
+    ) -> Result<Value, ReconcileError>
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let current = self
+            .raw_api::<K>()
+            .get(name)
+            .await
+            .map_err(api_error(format!("get {kind} {name}")))?;
+        let now = current.resource_version().unwrap_or_default();
+        if now != decided {
+            return Err(ReconcileError::Stale {
+                kind,
+                seen: decided.to_string(),
+                now,
+            });
+        }
+        serde_json::to_value(&current).map_err(|e| ReconcileError::Build {
+            what: format!("{kind} {name}"),
+            reason: e.to_string(),
+        })
+    }
+
     /// Patch parameters with raygate's field manager.
     pub(crate) fn patch_params() -> PatchParams {
         PatchParams {

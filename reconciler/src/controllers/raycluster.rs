@@ -20,7 +20,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, Preconditions};
 use kube::runtime::controller::Action as Requeue;
 use kube::runtime::reflector::Store;
-use kube::{ResourceExt, api::DynamicObject};
+use kube::ResourceExt;
 use raygate_api::cluster::status as cluster_status;
 use raygate_api::cluster::{self, Action, FailedWrite, Snapshot};
 use raygate_api::keys;
@@ -223,20 +223,12 @@ impl Performer<'_> {
             );
         }
         if self.stored.is_none() {
-            let current: DynamicObject =
-                self.writer
-                    .raw_api::<RayCluster>()
-                    .get(self.name)
-                    .await
-                    .map_err(api_error(format!("get RayCluster {}", self.name)))?;
-            if current.resource_version() != self.cluster.resource_version() {
-                return Err(ReconcileError::Stale {
-                    kind: "RayCluster",
-                    seen: self.cluster.resource_version().unwrap_or_default(),
-                    now: current.resource_version().unwrap_or_default(),
-                });
-            }
-            self.stored = Some(serde_json::to_value(&current).unwrap_or_default());
+            let decided = self.cluster.resource_version().unwrap_or_default();
+            let stored = self
+                .writer
+                .read_stored::<RayCluster>("RayCluster", self.name, &decided)
+                .await?;
+            self.stored = Some(stored);
         }
         Ok(self.stored.get_or_insert_default())
     }

@@ -213,6 +213,7 @@ async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> 
         name: &name,
         uid,
         resource_version,
+        answer: None,
         stored: None,
     };
     Ok(exec::carry_out(&writer, &mut writes, decide(&snapshot)).await?)
@@ -230,8 +231,11 @@ struct RayJobWrites<'a> {
     uid: String,
     /// The RayJob version the pass decided on, advanced by its own metadata writes.
     resource_version: String,
-    /// The RayJob as stored at [`Self::resource_version`]: the answer to the pass's own last
-    /// write of it, or read before the first create of a pass that has not written it.
+    /// The API server's answer to the pass's own last write of the RayJob, at
+    /// [`Self::resource_version`]; turned into [`Self::stored`] only if a create needs it.
+    answer: Option<DynamicObject>,
+    /// The RayJob as stored at [`Self::resource_version`]: the last answer, or read before
+    /// the first create of a pass that has not written it.
     stored: Option<Value>,
 }
 
@@ -242,22 +246,15 @@ impl RayJobWrites<'_> {
     /// copy from it. A pass that has written the RayJob already holds it (the API server's
     /// answer to a write made at the version decided on); any other pass reads it once.
     async fn stored(&mut self) -> Result<&Value, ReconcileError> {
+        if let Some(answer) = self.answer.take() {
+            self.stored = serde_json::to_value(&answer).ok();
+        }
         if self.stored.is_none() {
-            let current: DynamicObject = self
+            let stored = self
                 .writer
-                .raw_api::<RayJob>()
-                .get(self.name)
-                .await
-                .map_err(api_error("get the RayJob"))?;
-            let now = current.resource_version().unwrap_or_default();
-            if now != self.resource_version {
-                return Err(ReconcileError::Stale {
-                    kind: "RayJob",
-                    seen: self.resource_version.clone(),
-                    now,
-                });
-            }
-            self.stored = Some(serde_json::to_value(&current).unwrap_or_default());
+                .read_stored::<RayJob>("RayJob", self.name, &self.resource_version)
+                .await?;
+            self.stored = Some(stored);
         }
         Ok(self.stored.get_or_insert_default())
     }
@@ -276,7 +273,8 @@ impl RayJobWrites<'_> {
         self.superseded
             .record(&self.uid, &self.resource_version, &after);
         self.resource_version = after;
-        self.stored = serde_json::to_value(&updated).ok();
+        self.answer = Some(updated);
+        self.stored = None;
     }
 
     async fn set_finalizers(&mut self, finalizers: Vec<String>) -> Result<(), ReconcileError> {
