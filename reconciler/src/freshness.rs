@@ -99,6 +99,13 @@ impl Superseded {
 /// object may have been deleted at once, or its event lost while the watch relists).
 pub const EXPECTED_WAIT: Duration = Duration::from_secs(5);
 
+/// The kind under which [`Expected`] records a Pod this process labelled into a multi-host
+/// replica: the owner's next pass waits until the cache shows the Pod labelled (or gone). A
+/// pass that saw some of a group's Pods labelled and the rest not yet would take the rest for
+/// Pods without a replica, label them into replicas of their own and then delete a replica as
+/// one too many (seen in the RayCluster end-to-end test of labelling Pods into replicas).
+pub const LABELLED_POD: &str = "labelled Pod";
+
 /// A child an owner's pass created: its kind (e.g. `"Pod"`) and name.
 type Child = (&'static str, String);
 

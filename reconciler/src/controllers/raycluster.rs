@@ -32,7 +32,7 @@ use super::{drain, owners_in_queue, queue_of, watching};
 use crate::cache::{Caches, FirstLists, cached};
 use crate::context::{Context, NamespaceScope, ReconcileError, api_error, error_policy};
 use crate::exec::{self, Failed, Perform, Writer};
-use crate::freshness::{CreateAnswers, Expected, SUPERSEDED_RECHECK, Superseded};
+use crate::freshness::{CreateAnswers, Expected, LABELLED_POD, SUPERSEDED_RECHECK, Superseded};
 
 /// The controller's name (metrics label, logs).
 pub const NAME: &str = "raycluster";
@@ -109,6 +109,8 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
     }
     let in_cache = |kind: &str, child: &str| match kind {
         "Pod" => cached(&shared.pods, &namespace, child).is_some(),
+        LABELLED_POD => cached(&shared.pods, &namespace, child)
+            .is_none_or(|pod| pod.labels().contains_key(keys::REPLICA_NAME_LABEL)),
         "Service" => cached(&shared.services, &namespace, child).is_some(),
         "PodGroup" => cached(&shared.pod_groups, &namespace, child).is_some(),
         _ => true,
@@ -286,7 +288,10 @@ impl Perform<Action> for Performer<'_> {
                 }
             }
             Action::LabelPod { name, uid, labels } => {
-                writer.label_pod(&name, uid.as_deref(), &labels).await
+                writer.label_pod(&name, uid.as_deref(), &labels).await?;
+                self.expected
+                    .record(&self.cluster.uid().unwrap_or_default(), LABELLED_POD, &name);
+                Ok(())
             }
             Action::UpdateStatus(status) => {
                 let updated = writer
