@@ -106,7 +106,8 @@ pub const EXPECTED_WAIT: Duration = Duration::from_secs(5);
 /// one too many (seen in the RayCluster end-to-end test of labelling Pods into replicas).
 pub const LABELLED_POD: &str = "labelled Pod";
 
-/// A child an owner's pass created: its kind (e.g. `"Pod"`) and name.
+/// A child an owner's pass wrote: what the cache must show of it (its kind, e.g. `"Pod"`, for a
+/// child created; [`LABELLED_POD`] for a Pod labelled) and its name.
 type Child = (&'static str, String);
 
 /// Per owner (by UID), the children this process created and the cache may not show yet, with

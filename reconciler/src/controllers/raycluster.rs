@@ -235,9 +235,9 @@ impl Performer<'_> {
         Ok(self.stored.get_or_insert_default())
     }
 
-    /// Records that this pass created the `kind` named `name`, so that the next pass waits for
-    /// the cache to show it.
-    fn created(&self, kind: &'static str, name: &str) {
+    /// Records a child this pass created (`kind` is its kind) or labelled into a replica (`kind`
+    /// is [`LABELLED_POD`]), so that the next pass waits for the cache to show the write.
+    fn expect_in_cache(&self, kind: &'static str, name: &str) {
         self.expected
             .record(&self.cluster.uid().unwrap_or_default(), kind, name);
     }
@@ -249,12 +249,12 @@ impl Perform<Action> for Performer<'_> {
         match action {
             Action::CreateService(service) => {
                 writer.create(&*service).await?;
-                self.created("Service", &service.name_any());
+                self.expect_in_cache("Service", &service.name_any());
                 Ok(())
             }
             Action::CreatePodGroup(pg) => {
                 writer.create_pod_group(&pg).await?;
-                self.created("PodGroup", &pg.name_any());
+                self.expect_in_cache("PodGroup", &pg.name_any());
                 Ok(())
             }
             Action::ResizePodGroup(size) => writer.resize_pod_group(&size).await,
@@ -264,7 +264,7 @@ impl Perform<Action> for Performer<'_> {
                 let cluster = self.cluster;
                 let object = cluster::pod_object(self.stored().await?, cluster, &pod);
                 writer.create_raw::<Pod>(object, &what).await?;
-                self.created("Pod", &name);
+                self.expect_in_cache("Pod", &name);
                 Ok(())
             }
             Action::DeletePod { name, uid, reason } => {
@@ -289,8 +289,7 @@ impl Perform<Action> for Performer<'_> {
             }
             Action::LabelPod { name, uid, labels } => {
                 writer.label_pod(&name, uid.as_deref(), &labels).await?;
-                self.expected
-                    .record(&self.cluster.uid().unwrap_or_default(), LABELLED_POD, &name);
+                self.expect_in_cache(LABELLED_POD, &name);
                 Ok(())
             }
             Action::UpdateStatus(status) => {
