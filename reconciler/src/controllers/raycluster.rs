@@ -40,20 +40,43 @@ pub const NAME: &str = "raycluster";
 /// What each reconcile gets.
 struct Shared {
     ctx: Arc<Context>,
+    children: ChildCaches,
+    queues: Store<Queue>,
+    first_lists: FirstLists,
+}
+
+/// The watch caches of the children a RayCluster owns.
+struct ChildCaches {
     pods: Store<Pod>,
     services: Store<Service>,
     pod_groups: Store<PodGroup>,
-    queues: Store<Queue>,
-    first_lists: FirstLists,
+}
+
+impl ChildCaches {
+    /// Whether the caches show the write a pass made to the child `child` in `namespace`, as
+    /// [`Expected`] recorded it under `kind`: a created child is there; a Pod labelled into a
+    /// replica ([`LABELLED_POD`]) carries a replica label, or is gone.
+    fn show(&self, namespace: &str, kind: &str, child: &str) -> bool {
+        match kind {
+            "Pod" => cached(&self.pods, namespace, child).is_some(),
+            LABELLED_POD => cached(&self.pods, namespace, child)
+                .is_none_or(|pod| pod.labels().contains_key(keys::REPLICA_NAME_LABEL)),
+            "Service" => cached(&self.services, namespace, child).is_some(),
+            "PodGroup" => cached(&self.pod_groups, namespace, child).is_some(),
+            _ => true,
+        }
+    }
 }
 
 /// Runs the RayCluster controller on `caches` until the context's shutdown fires.
 pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
     let shared = Arc::new(Shared {
         ctx: ctx.clone(),
-        pods: caches.pods.store(),
-        services: caches.services.store(),
-        pod_groups: caches.pod_groups.store(),
+        children: ChildCaches {
+            pods: caches.pods.store(),
+            services: caches.services.store(),
+            pod_groups: caches.pod_groups.store(),
+        },
         queues: caches.queues.store(),
         first_lists: caches.first_lists(),
     });
@@ -107,14 +130,7 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
         tracing::debug!(%resource_version, "the cached RayCluster predates this reconciler's last write; waiting for the newer version");
         return Ok(Requeue::requeue(SUPERSEDED_RECHECK));
     }
-    let in_cache = |kind: &str, child: &str| match kind {
-        "Pod" => cached(&shared.pods, &namespace, child).is_some(),
-        LABELLED_POD => cached(&shared.pods, &namespace, child)
-            .is_none_or(|pod| pod.labels().contains_key(keys::REPLICA_NAME_LABEL)),
-        "Service" => cached(&shared.services, &namespace, child).is_some(),
-        "PodGroup" => cached(&shared.pod_groups, &namespace, child).is_some(),
-        _ => true,
-    };
+    let in_cache = |kind: &str, child: &str| shared.children.show(&namespace, kind, child);
     if let Some(wait) = ctx.expected.wait_for(&uid, in_cache) {
         tracing::debug!(
             ?wait,
@@ -128,6 +144,7 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
     // names are deterministic, so a cache that has not yet delivered a Pod this controller
     // created leads to a create answered AlreadyExists, never to a second Pod.
     let pods: Vec<Pod> = shared
+        .children
         .pods
         .state()
         .iter()
@@ -142,12 +159,18 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
         .map(|pod| Pod::clone(pod))
         .collect();
     let head_service = cached(
-        &shared.services,
+        &shared.children.services,
         &namespace,
         &cluster::head_service_name(cluster),
     );
     let pod_group = volcano
-        .then(|| cached(&shared.pod_groups, &namespace, &keys::pod_group_name(&name)))
+        .then(|| {
+            cached(
+                &shared.children.pod_groups,
+                &namespace,
+                &keys::pod_group_name(&name),
+            )
+        })
         .flatten();
     let queue = match pod_group.as_deref() {
         Some(pg) => queue_of(&shared.queues, pg).await,
@@ -313,5 +336,103 @@ impl Perform<Action> for Performer<'_> {
             // Events are published by `exec::carry_out`.
             Action::Event(_) => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kube::runtime::reflector::{self, store::Writer as StoreWriter};
+    use kube::runtime::watcher::Event;
+
+    use super::*;
+
+    const NAMESPACE: &str = "ml";
+    const CLUSTER_UID: &str = "cluster-uid";
+
+    fn pod(name: &str, labels: &[(&str, &str)]) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                namespace: Some(NAMESPACE.to_string()),
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                        .collect::<BTreeMap<_, _>>(),
+                ),
+                ..ObjectMeta::default()
+            },
+            ..Pod::default()
+        }
+    }
+
+    /// Child caches with every first list in, and the writer of their Pod cache.
+    fn child_caches() -> (ChildCaches, StoreWriter<Pod>) {
+        let (pods, mut pod_writer) = reflector::store::<Pod>();
+        pod_writer.apply_watcher_event(&Event::Init);
+        pod_writer.apply_watcher_event(&Event::InitDone);
+        let caches = ChildCaches {
+            pods,
+            services: reflector::store::<Service>().0,
+            pod_groups: reflector::store::<PodGroup>().0,
+        };
+        (caches, pod_writer)
+    }
+
+    #[test]
+    fn a_pass_waits_until_the_cache_shows_the_pods_it_labelled_into_replicas() {
+        let (caches, mut pods) = child_caches();
+        let expected = Expected::default();
+        let wait = || {
+            expected.wait_for(CLUSTER_UID, |kind, child| {
+                caches.show(NAMESPACE, kind, child)
+            })
+        };
+        pods.apply_watcher_event(&Event::Apply(pod("worker-a", &[])));
+        pods.apply_watcher_event(&Event::Apply(pod("worker-b", &[])));
+        expected.record(CLUSTER_UID, LABELLED_POD, "worker-a");
+        expected.record(CLUSTER_UID, LABELLED_POD, "worker-b");
+        assert!(wait().is_some(), "neither label is in the cache yet");
+
+        pods.apply_watcher_event(&Event::Apply(pod(
+            "worker-a",
+            &[(keys::REPLICA_NAME_LABEL, "group-0")],
+        )));
+        assert!(
+            wait().is_some(),
+            "worker-b still shows without its replica label: a pass now would take it for a \
+             Pod with no replica"
+        );
+
+        pods.apply_watcher_event(&Event::Delete(pod("worker-b", &[])));
+        assert_eq!(wait(), None, "worker-a is labelled and worker-b is gone");
+    }
+
+    #[test]
+    fn a_pass_waits_until_the_cache_shows_the_children_it_created() {
+        let (caches, mut pods) = child_caches();
+        let expected = Expected::default();
+        let wait = || {
+            expected.wait_for(CLUSTER_UID, |kind, child| {
+                caches.show(NAMESPACE, kind, child)
+            })
+        };
+        expected.record(CLUSTER_UID, "Pod", "head");
+        assert!(wait().is_some(), "the head Pod is not in the cache yet");
+        pods.apply_watcher_event(&Event::Apply(pod("head", &[])));
+        assert_eq!(
+            wait(),
+            None,
+            "the head Pod is in the cache, labelled or not"
+        );
+
+        expected.record(CLUSTER_UID, "Service", "head-svc");
+        assert!(wait().is_some(), "the Service cache never shows it");
+        expected.record(CLUSTER_UID, "PodGroup", "ray-ml-pg");
+        expected.deleted(CLUSTER_UID, "Service", "head-svc");
+        assert!(wait().is_some(), "the PodGroup cache never shows it");
     }
 }
