@@ -12,6 +12,7 @@
 //! reconciled; any other value (e.g. Kueue's MultiKueue) hands the cluster to that manager.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{Pod, Service};
@@ -53,6 +54,17 @@ struct ChildCaches {
 }
 
 impl ChildCaches {
+    /// How long a pass of the RayCluster `uid` in `namespace` still waits for the caches to
+    /// show the writes [`Expected`] recorded for it, or `None` to go ahead.
+    fn wait_for_expected(
+        &self,
+        expected: &Expected,
+        uid: &str,
+        namespace: &str,
+    ) -> Option<Duration> {
+        expected.wait_for(uid, |kind, child| self.show(namespace, kind, child))
+    }
+
     /// Whether the caches show the write a pass made to the child `child` in `namespace`, as
     /// [`Expected`] recorded it under `kind`: a created child is there; a Pod labelled into a
     /// replica ([`LABELLED_POD`]) carries a replica label, or is gone.
@@ -130,8 +142,8 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
         tracing::debug!(%resource_version, "the cached RayCluster predates this reconciler's last write; waiting for the newer version");
         return Ok(Requeue::requeue(SUPERSEDED_RECHECK));
     }
-    let in_cache = |kind: &str, child: &str| shared.children.show(&namespace, kind, child);
-    if let Some(wait) = ctx.expected.wait_for(&uid, in_cache) {
+    let children = &shared.children;
+    if let Some(wait) = children.wait_for_expected(&ctx.expected, &uid, &namespace) {
         tracing::debug!(
             ?wait,
             "a child this reconciler created is not in the cache yet; waiting for it"
@@ -143,8 +155,7 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
     // Observe: from the watch caches (docs/reconciler.md, "Reads come from watch caches"). Pod
     // names are deterministic, so a cache that has not yet delivered a Pod this controller
     // created leads to a create answered AlreadyExists, never to a second Pod.
-    let pods: Vec<Pod> = shared
-        .children
+    let pods: Vec<Pod> = children
         .pods
         .state()
         .iter()
@@ -159,14 +170,14 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
         .map(|pod| Pod::clone(pod))
         .collect();
     let head_service = cached(
-        &shared.children.services,
+        &children.services,
         &namespace,
         &cluster::head_service_name(cluster),
     );
     let pod_group = volcano
         .then(|| {
             cached(
-                &shared.children.pod_groups,
+                &children.pod_groups,
                 &namespace,
                 &keys::pod_group_name(&name),
             )
@@ -369,6 +380,11 @@ mod tests {
         }
     }
 
+    /// How long a pass of the test cluster waits, as the controller's pass asks.
+    fn wait(caches: &ChildCaches, expected: &Expected) -> Option<Duration> {
+        caches.wait_for_expected(expected, CLUSTER_UID, NAMESPACE)
+    }
+
     /// Child caches with every first list in, and the writer of their Pod cache.
     fn child_caches() -> (ChildCaches, StoreWriter<Pod>) {
         let (pods, mut pod_writer) = reflector::store::<Pod>();
@@ -386,53 +402,59 @@ mod tests {
     fn a_pass_waits_until_the_cache_shows_the_pods_it_labelled_into_replicas() {
         let (caches, mut pods) = child_caches();
         let expected = Expected::default();
-        let wait = || {
-            expected.wait_for(CLUSTER_UID, |kind, child| {
-                caches.show(NAMESPACE, kind, child)
-            })
-        };
         pods.apply_watcher_event(&Event::Apply(pod("worker-a", &[])));
         pods.apply_watcher_event(&Event::Apply(pod("worker-b", &[])));
         expected.record(CLUSTER_UID, LABELLED_POD, "worker-a");
         expected.record(CLUSTER_UID, LABELLED_POD, "worker-b");
-        assert!(wait().is_some(), "neither label is in the cache yet");
+        assert!(
+            wait(&caches, &expected).is_some(),
+            "neither label is in the cache yet"
+        );
 
         pods.apply_watcher_event(&Event::Apply(pod(
             "worker-a",
             &[(keys::REPLICA_NAME_LABEL, "group-0")],
         )));
         assert!(
-            wait().is_some(),
+            wait(&caches, &expected).is_some(),
             "worker-b still shows without its replica label: a pass now would take it for a \
              Pod with no replica"
         );
 
         pods.apply_watcher_event(&Event::Delete(pod("worker-b", &[])));
-        assert_eq!(wait(), None, "worker-a is labelled and worker-b is gone");
+        assert_eq!(
+            wait(&caches, &expected),
+            None,
+            "worker-a is labelled and worker-b is gone"
+        );
     }
 
     #[test]
     fn a_pass_waits_until_the_cache_shows_the_children_it_created() {
         let (caches, mut pods) = child_caches();
         let expected = Expected::default();
-        let wait = || {
-            expected.wait_for(CLUSTER_UID, |kind, child| {
-                caches.show(NAMESPACE, kind, child)
-            })
-        };
         expected.record(CLUSTER_UID, "Pod", "head");
-        assert!(wait().is_some(), "the head Pod is not in the cache yet");
+        assert!(
+            wait(&caches, &expected).is_some(),
+            "the head Pod is not in the cache yet"
+        );
         pods.apply_watcher_event(&Event::Apply(pod("head", &[])));
         assert_eq!(
-            wait(),
+            wait(&caches, &expected),
             None,
             "the head Pod is in the cache, labelled or not"
         );
 
         expected.record(CLUSTER_UID, "Service", "head-svc");
-        assert!(wait().is_some(), "the Service cache never shows it");
+        assert!(
+            wait(&caches, &expected).is_some(),
+            "the Service cache never shows it"
+        );
         expected.record(CLUSTER_UID, "PodGroup", "ray-ml-pg");
         expected.deleted(CLUSTER_UID, "Service", "head-svc");
-        assert!(wait().is_some(), "the PodGroup cache never shows it");
+        assert!(
+            wait(&caches, &expected).is_some(),
+            "the PodGroup cache never shows it"
+        );
     }
 }
