@@ -68,6 +68,17 @@ impl Env {
         })
     }
 
+    /// The cargo profile raygate's webhook was built with: `release`, the build users run and
+    /// benchmarks need, or `debug`. Installed in-cluster it is the image's release build
+    /// (`tests/env/build raygate-image`); as a host process, the `RAYGATE_ENV_PROFILE` build of
+    /// `tests/env/control-plane up`.
+    pub fn webhook_profile(&self) -> &str {
+        match self.get("RAYGATE_ENV_INSTALL") {
+            Some(install) if install != "process" => "release",
+            _ => self.get("RAYGATE_ENV_PROFILE").unwrap_or("debug"),
+        }
+    }
+
     /// The admin kubeconfig (`system:masters`).
     pub fn kubeconfig(&self) -> PathBuf {
         PathBuf::from(self.var("KUBECONFIG"))

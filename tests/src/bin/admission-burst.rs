@@ -17,8 +17,11 @@
 //!   `controller_runtime_webhook_latency_seconds`, which leaves out the API server's side and
 //!   the connection.
 //!
+//! It refuses a debug build of the webhook: the burst measures it as users run it.
+//!
 //! ```text
 //! cargo build --release -p raygate -p raygate-e2e --bin admission-burst
+//! RAYGATE_ENV_PROFILE=release tests/env/control-plane up
 //! tests/env/control-plane exec -- target/release/admission-burst [--pods 2000] [--parallelism 64]
 //! ```
 
@@ -265,6 +268,12 @@ fn percentile(sorted: &[Duration], q: f64) -> Duration {
 async fn main() -> anyhow::Result<()> {
     let options = options()?;
     let env = Env::load();
+    let profile = env.webhook_profile();
+    if profile != "release" {
+        bail!(
+            "the environment's raygate webhook is a {profile} build; the burst measures it as users run it: start the environment with RAYGATE_ENV_PROFILE=release"
+        );
+    }
     let ns = TestNamespace::with_labels(
         &env,
         "admission-burst",

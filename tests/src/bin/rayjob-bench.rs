@@ -9,6 +9,9 @@
 //! * the time until every Ray pod (head + `--workers` workers per RayJob) is Running;
 //! * the time until every RayJob is `Waiting` (its cluster ready, seen by the RayJob controller);
 //! * the controller's peak RSS (`VmHWM`) and CPU seconds (`utime + stime`) from `/proc`;
+//! * the CPU seconds of the environment's own processes over the same time (the API server
+//!   on its own, and all of them: etcd, Volcano, kwok, raygate's webhook, …), which the
+//!   controller's requests and objects cost the cluster;
 //! * the API requests it made (`rest_client_requests_total` of its own metrics, a name
 //!   raygate shares with controller-runtime), in total and per RayJob, by method, until
 //!   `Waiting` and over `--idle-seconds` afterwards; the 409 Conflict answers among them and
@@ -32,8 +35,14 @@
 //! controller (PodGroup, RayCluster, Service, pods, status), not Ray. After each run the
 //! RayJobs and the namespace are deleted; the added nodes at the end.
 //!
+//! The environment must not run raygate's own reconciler (it watches every namespace, the
+//! benchmark's too) and its webhook must be a release build, as users run it; the benchmark
+//! refuses to start otherwise:
+//!
 //! ```text
 //! cargo build --release -p raygate -p raygate-e2e --bin rayjob-bench --bin raygate
+//! RAYGATE_ENV_RECONCILER=0 RAYGATE_ENV_PROFILE=release RAYGATE_ENV_KUBERAY=1 \
+//!     tests/env/control-plane up
 //! tests/env/control-plane exec -- target/release/rayjob-bench [--jobs 500] [--workers 1] \
 //!     [--reconcile-concurrency 4] [--idle-seconds 120] [--peer kuberay]
 //! ```
@@ -341,6 +350,151 @@ impl Controller {
     }
 }
 
+/// User + system CPU seconds so far of process `pid`, every thread.
+fn cpu_seconds(pid: u32, ticks_per_second: f64) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name (which may hold spaces): state is field 3, utime 14.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .context("malformed /proc/PID/stat")?
+        .1
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| -> anyhow::Result<f64> {
+        Ok(fields.get(i).context("short /proc/PID/stat")?.parse()?)
+    };
+    Ok((ticks(11)? + ticks(12)?) / ticks_per_second)
+}
+
+/// Clock ticks per second of `/proc/PID/stat` (`getconf CLK_TCK`).
+async fn ticks_per_second() -> anyhow::Result<f64> {
+    let ticks = tokio::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .await
+        .context("getconf CLK_TCK")?;
+    String::from_utf8_lossy(&ticks.stdout)
+        .trim()
+        .parse()
+        .context("getconf CLK_TCK")
+}
+
+/// The environment's own running processes (`$RAYGATE_STATE/pids/<component>.pid`): the API
+/// server, etcd, Volcano, kwok, raygate's webhook and the rest, which every request a
+/// controller makes and every object it creates keep busy too, on the same cores.
+struct Environment {
+    components: Vec<(String, u32)>,
+    ticks_per_second: f64,
+}
+
+/// CPU seconds of the environment's processes, by component.
+#[derive(Clone, Default)]
+struct EnvironmentCpu(BTreeMap<String, f64>);
+
+impl EnvironmentCpu {
+    fn api_server(&self) -> f64 {
+        self.0
+            .get(API_SERVER_COMPONENT)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    fn total(&self) -> f64 {
+        self.0.values().fold(0.0, |sum, n| sum + n)
+    }
+
+    /// The seconds spent since `earlier`, by component.
+    fn since(&self, earlier: &EnvironmentCpu) -> EnvironmentCpu {
+        EnvironmentCpu(
+            self.0
+                .iter()
+                .map(|(name, n)| {
+                    let before = earlier.0.get(name).copied().unwrap_or_default();
+                    (name.clone(), n - before)
+                })
+                .collect(),
+        )
+    }
+}
+
+/// The environment component that is the API server.
+const API_SERVER_COMPONENT: &str = "kube-apiserver";
+
+impl Environment {
+    /// The components running now, from their pid files.
+    async fn running(env: &Env) -> anyhow::Result<Environment> {
+        let dir = std::path::Path::new(env.var("RAYGATE_STATE")).join("pids");
+        let mut components = Vec::new();
+        for entry in std::fs::read_dir(&dir).with_context(|| format!("{}", dir.display()))? {
+            let path = entry?.path();
+            if path.extension().is_none_or(|e| e != "pid") {
+                continue;
+            }
+            let name = path
+                .file_stem()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let pid: u32 = std::fs::read_to_string(&path)?
+                .trim()
+                .parse()
+                .with_context(|| format!("{}", path.display()))?;
+            if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                components.push((name, pid));
+            }
+        }
+        if !components
+            .iter()
+            .any(|(name, _)| name == API_SERVER_COMPONENT)
+        {
+            bail!("no running {API_SERVER_COMPONENT} among {}", dir.display());
+        }
+        components.sort();
+        Ok(Environment {
+            components,
+            ticks_per_second: ticks_per_second().await?,
+        })
+    }
+
+    /// The pid of `component`, if it runs.
+    fn pid(&self, component: &str) -> Option<u32> {
+        self.components
+            .iter()
+            .find_map(|(name, pid)| (name == component).then_some(*pid))
+    }
+
+    /// CPU seconds so far of every component.
+    fn cpu(&self) -> anyhow::Result<EnvironmentCpu> {
+        let mut cpu = EnvironmentCpu::default();
+        for (name, pid) in &self.components {
+            let seconds = cpu_seconds(*pid, self.ticks_per_second)
+                .with_context(|| format!("the environment's {name} (pid {pid})"))?;
+            cpu.0.insert(name.clone(), seconds);
+        }
+        Ok(cpu)
+    }
+
+    /// Refuses an environment that would make the figures wrong: its own raygate reconciler
+    /// watches every namespace, the benchmark's too, and spends CPU on their objects that the
+    /// controllers compared then lack; a debug webhook onboards raygate's Pods at a cost users'
+    /// release builds do not have.
+    fn check(&self, env: &Env) -> anyhow::Result<()> {
+        if let Some(pid) = self.pid("raygate-reconciler") {
+            bail!(
+                "the environment's own raygate reconciler runs (pid {pid}): it watches the benchmark's namespaces too and takes CPU from the controllers compared; start the environment with RAYGATE_ENV_RECONCILER=0"
+            );
+        }
+        let profile = env.webhook_profile();
+        if let Some(pid) = self.pid("raygate-webhook")
+            && profile != "release"
+        {
+            bail!(
+                "the environment's raygate webhook (pid {pid}) is a {profile} build: it onboards raygate's Pods during the run, as a release build does for users; start the environment with RAYGATE_ENV_PROFILE=release"
+            );
+        }
+        Ok(())
+    }
+}
+
 /// A controller's process, and its figures from `/proc` and from its metrics.
 struct Process {
     pid: u32,
@@ -377,19 +531,10 @@ fn label<'a>(labels: &'a str, name: &str) -> Option<&'a str> {
 
 impl Process {
     async fn new(pid: u32, metrics: Dashboard) -> anyhow::Result<Process> {
-        let ticks = tokio::process::Command::new("getconf")
-            .arg("CLK_TCK")
-            .output()
-            .await
-            .context("getconf CLK_TCK")?;
-        let ticks_per_second: f64 = String::from_utf8_lossy(&ticks.stdout)
-            .trim()
-            .parse()
-            .context("getconf CLK_TCK")?;
         Ok(Process {
             pid,
             metrics,
-            ticks_per_second,
+            ticks_per_second: ticks_per_second().await?,
         })
     }
 
@@ -428,18 +573,7 @@ impl Process {
 
     /// User + system CPU seconds so far, of every thread.
     fn cpu_seconds(&self) -> anyhow::Result<f64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))?;
-        // Fields after the command name (which may hold spaces): state is field 3, utime 14.
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .context("malformed /proc/PID/stat")?
-            .1
-            .split_whitespace()
-            .collect();
-        let ticks = |i: usize| -> anyhow::Result<f64> {
-            Ok(fields.get(i).context("short /proc/PID/stat")?.parse()?)
-        };
-        Ok((ticks(11)? + ticks(12)?) / self.ticks_per_second)
+        cpu_seconds(self.pid, self.ticks_per_second)
     }
 
     /// The samples of counter `name` (all label sets), summed by `key`.
@@ -587,6 +721,8 @@ struct Milestone {
     what: &'static str,
     after: Duration,
     cpu_seconds: f64,
+    /// CPU seconds of the environment's processes since the run began.
+    environment_cpu: EnvironmentCpu,
     requests: f64,
 }
 
@@ -637,6 +773,8 @@ async fn main() -> anyhow::Result<()> {
             "--peer kuberay needs the KubeRay operator in the environment: tests/env/build kuberay, then tests/env/control-plane up with RAYGATE_ENV_KUBERAY=1"
         );
     }
+    let environment = Environment::running(&env).await?;
+    environment.check(&env)?;
     let client = env.client().await;
     let pods_wanted = options.jobs * (1 + options.workers);
 
@@ -657,7 +795,16 @@ async fn main() -> anyhow::Result<()> {
     let mut runs = Vec::new();
     let mut failure = None;
     for controller in controllers {
-        match measure(&env, &client, &options, &node_names, controller).await {
+        match measure(
+            &env,
+            &environment,
+            &client,
+            &options,
+            &node_names,
+            controller,
+        )
+        .await
+        {
             Ok(figures) => runs.push(figures),
             Err(e) => {
                 failure = Some(e.context(format!("the {} run", controller.name())));
@@ -691,6 +838,7 @@ async fn wait_for_nodes(client: &Client, count: usize) -> anyhow::Result<()> {
 
 async fn measure(
     env: &Env,
+    environment: &Environment,
     client: &Client,
     options: &Options,
     node_names: &[String],
@@ -737,6 +885,7 @@ async fn measure(
     pods.wait_until_ready().await.context("Pod watch")?;
     let startup_requests = process.requests().await?.total();
     let startup_cpu = process.cpu_seconds()?;
+    let startup_environment_cpu = environment.cpu()?;
 
     println!(
         "{}: creating {jobs} RayJobs ({} workers each, {pods_wanted} pods) in {namespace} on {} added kwok nodes; load average {}",
@@ -753,14 +902,17 @@ async fn measure(
             what,
             after: start.elapsed(),
             cpu_seconds: process.cpu_seconds()? - startup_cpu,
+            environment_cpu: environment.cpu()?.since(&startup_environment_cpu),
             requests: process.requests().await?.total() - startup_requests,
         };
         println!(
-            "{:>7.1} s  {what} ({}: {:.1} CPU s, {:.0} requests; load average {})",
+            "{:>7.1} s  {what} ({}: {:.1} CPU s, {:.0} requests; environment {:.1} CPU s, API server {:.1}; load average {})",
             milestone.after.as_secs_f64(),
             controller.name(),
             milestone.cpu_seconds,
             milestone.requests,
+            milestone.environment_cpu.total(),
+            milestone.environment_cpu.api_server(),
             load_average()
         );
         milestones.push(milestone);
@@ -897,16 +1049,20 @@ fn report(options: &Options, runs: &[Figures]) {
         println!();
         println!("{}:", run.controller.name());
         println!();
-        println!("| milestone | time | CPU s | API requests | requests / RayJob |");
-        println!("|---|---|---|---|---|");
+        println!(
+            "| milestone | time | CPU s | API requests | requests / RayJob | environment CPU s | API server CPU s |"
+        );
+        println!("|---|---|---|---|---|---|---|");
         for m in &run.milestones {
             println!(
-                "| {} | {:.1} s | {:.1} | {:.0} | {:.1} |",
+                "| {} | {:.1} s | {:.1} | {:.0} | {:.1} | {:.1} | {:.1} |",
                 m.what,
                 m.after.as_secs_f64(),
                 m.cpu_seconds,
                 m.requests,
-                per_job(m.requests)
+                per_job(m.requests),
+                m.environment_cpu.total(),
+                m.environment_cpu.api_server()
             );
         }
         println!();
@@ -933,7 +1089,7 @@ fn report(options: &Options, runs: &[Figures]) {
         fn(&Figures, usize) -> Option<f64>,
         &'static str,
     );
-    let figures: [Figure; 14] = [
+    let figures: [Figure; 16] = [
         (
             "every RayJob has a PodGroup and a RayCluster",
             |f, _| f.milestones.get(1).map(|m| m.after.as_secs_f64()),
@@ -982,6 +1138,16 @@ fn report(options: &Options, runs: &[Figures]) {
             "s",
         ),
         (
+            "API server CPU to Waiting",
+            |f, _| f.waiting().map(|m| m.environment_cpu.api_server()),
+            "s",
+        ),
+        (
+            "environment CPU to Waiting (API server, etcd, Volcano, kwok, webhook, …)",
+            |f, _| f.waiting().map(|m| m.environment_cpu.total()),
+            "s",
+        ),
+        (
             "CPU through deletion (incl. start-up)",
             |f, _| Some(f.total_cpu),
             "s",
@@ -1022,6 +1188,37 @@ fn report(options: &Options, runs: &[Figures]) {
                 _ => "—".to_string(),
             };
             line.push_str(&format!(" {ratio} |"));
+        }
+        println!("{line}");
+    }
+    report_environment_cpu(runs);
+}
+
+/// The environment's CPU seconds to every RayJob `Waiting`, by component, one column per run:
+/// where a controller's requests and objects cost the cluster.
+fn report_environment_cpu(runs: &[Figures]) {
+    let by_run: Vec<(&Figures, &EnvironmentCpu)> = runs
+        .iter()
+        .filter_map(|run| Some((run, &run.waiting()?.environment_cpu)))
+        .collect();
+    let components: std::collections::BTreeSet<&String> =
+        by_run.iter().flat_map(|(_, cpu)| cpu.0.keys()).collect();
+    println!();
+    println!("environment CPU seconds to every RayJob Waiting, by component:");
+    println!();
+    let mut header = "| component |".to_string();
+    let mut rule = "|---|".to_string();
+    for (run, _) in &by_run {
+        header.push_str(&format!(" {} |", run.controller.name()));
+        rule.push_str("---|");
+    }
+    println!("{header}");
+    println!("{rule}");
+    for component in components {
+        let mut line = format!("| {component} |");
+        for (_, cpu) in &by_run {
+            let seconds = cpu.0.get(component).copied().unwrap_or_default();
+            line.push_str(&format!(" {seconds:.1} |"));
         }
         println!("{line}");
     }
