@@ -79,6 +79,21 @@ impl Env {
         }
     }
 
+    /// Refuses a webhook that is not a release build, for a benchmark whose figures hold only
+    /// for the build users run. `why` is what the benchmark does with the webhook, a phrase
+    /// that reads as the subject of "needs the release build" (`"measuring its latency"`).
+    ///
+    /// # Errors
+    /// When [`Env::webhook_profile`] is not `release`, saying how to start the environment.
+    pub fn require_release_webhook(&self, why: &str) -> anyhow::Result<()> {
+        match self.webhook_profile() {
+            "release" => Ok(()),
+            profile => anyhow::bail!(
+                "the environment's raygate webhook is a {profile} build, but {why} needs the release build users run: start the environment with RAYGATE_ENV_PROFILE=release"
+            ),
+        }
+    }
+
     /// The admin kubeconfig (`system:masters`).
     pub fn kubeconfig(&self) -> PathBuf {
         PathBuf::from(self.var("KUBECONFIG"))
@@ -131,5 +146,65 @@ impl Env {
     pub async fn client(&self) -> kube::Client {
         kube::Client::try_from(self.kube_config().await)
             .expect("a kube client from the admin kubeconfig")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Env;
+
+    fn env(vars: &[(&str, &str)]) -> Env {
+        Env {
+            vars: vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn an_in_cluster_webhook_is_the_image_release_build() {
+        for install in ["helm", "manifests"] {
+            let env = env(&[
+                ("RAYGATE_ENV_INSTALL", install),
+                ("RAYGATE_ENV_PROFILE", "debug"),
+            ]);
+            assert_eq!(env.webhook_profile(), "release", "{install}");
+            assert!(env.require_release_webhook("measuring it").is_ok());
+        }
+    }
+
+    #[test]
+    fn a_host_process_webhook_is_the_profile_build() {
+        for install in [Some("process"), None] {
+            let mut vars = vec![("RAYGATE_ENV_PROFILE", "release")];
+            vars.extend(install.map(|i| ("RAYGATE_ENV_INSTALL", i)));
+            let env = env(&vars);
+            assert_eq!(env.webhook_profile(), "release", "{install:?}");
+            assert!(env.require_release_webhook("measuring it").is_ok());
+        }
+    }
+
+    #[test]
+    fn a_debug_webhook_is_refused_with_the_fix() {
+        for vars in [
+            vec![],
+            vec![("RAYGATE_ENV_INSTALL", "process")],
+            vec![("RAYGATE_ENV_PROFILE", "debug")],
+        ] {
+            let env = env(&vars);
+            assert_eq!(env.webhook_profile(), "debug", "{vars:?}");
+            let message = env
+                .require_release_webhook("measuring its latency")
+                .unwrap_err()
+                .to_string();
+            assert_eq!(
+                message,
+                "the environment's raygate webhook is a debug build, but measuring its latency \
+                 needs the release build users run: start the environment with \
+                 RAYGATE_ENV_PROFILE=release",
+                "{vars:?}"
+            );
+        }
     }
 }

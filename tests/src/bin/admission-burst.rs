@@ -268,12 +268,7 @@ fn percentile(sorted: &[Duration], q: f64) -> Duration {
 async fn main() -> anyhow::Result<()> {
     let options = options()?;
     let env = Env::load();
-    let profile = env.webhook_profile();
-    if profile != "release" {
-        bail!(
-            "the environment's raygate webhook is a {profile} build; the burst measures it as users run it: start the environment with RAYGATE_ENV_PROFILE=release"
-        );
-    }
+    env.require_release_webhook("measuring its admission latency")?;
     let ns = TestNamespace::with_labels(
         &env,
         "admission-burst",

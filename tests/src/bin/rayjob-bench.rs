@@ -483,13 +483,9 @@ impl Environment {
                 "the environment's own raygate reconciler runs (pid {pid}): it watches the benchmark's namespaces too and takes CPU from the controllers compared; start the environment with RAYGATE_ENV_RECONCILER=0"
             );
         }
-        let profile = env.webhook_profile();
-        if let Some(pid) = self.pid("raygate-webhook")
-            && profile != "release"
-        {
-            bail!(
-                "the environment's raygate webhook (pid {pid}) is a {profile} build: it onboards raygate's Pods during the run, as a release build does for users; start the environment with RAYGATE_ENV_PROFILE=release"
-            );
+        // No webhook process with RAYGATE_WEBHOOK=0, nor in-cluster (the image's release build).
+        if self.pid("raygate-webhook").is_some() {
+            env.require_release_webhook("measuring the controllers while it onboards their Pods")?;
         }
         Ok(())
     }
