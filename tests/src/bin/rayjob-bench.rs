@@ -49,6 +49,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::TcpListener;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -350,20 +351,36 @@ impl Controller {
     }
 }
 
-/// User + system CPU seconds so far of process `pid`, every thread.
-fn cpu_seconds(pid: u32, ticks_per_second: f64) -> anyhow::Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // Fields after the command name (which may hold spaces): state is field 3, utime 14.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .context("malformed /proc/PID/stat")?
-        .1
-        .split_whitespace()
-        .collect();
-    let ticks = |i: usize| -> anyhow::Result<f64> {
-        Ok(fields.get(i).context("short /proc/PID/stat")?.parse()?)
+/// User + system CPU seconds so far of process `pid`, every thread; `None` once it is gone.
+fn cpu_seconds(pid: u32, ticks_per_second: f64) -> anyhow::Result<Option<f64>> {
+    let path = format!("/proc/{pid}/stat");
+    let stat = match std::fs::read_to_string(&path) {
+        Ok(stat) => stat,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).context(path),
     };
-    Ok((ticks(11)? + ticks(12)?) / ticks_per_second)
+    let ticks = cpu_ticks(&stat).context(path)?;
+    Ok(Some(ticks as f64 / ticks_per_second))
+}
+
+/// User + system clock ticks (fields 14 and 15) of a `/proc/PID/stat` line. The command name,
+/// field 2, is in parentheses and may hold spaces and parentheses of its own: the fields are
+/// counted from the last `)`.
+fn cpu_ticks(stat: &str) -> anyhow::Result<u64> {
+    let (_, after_command) = stat
+        .rsplit_once(')')
+        .context("no ')' closing the command name")?;
+    // The first field after the command name is field 3.
+    let fields: Vec<&str> = after_command.split_whitespace().collect();
+    let field = |number: usize, name: &str| -> anyhow::Result<u64> {
+        let value = fields
+            .get(number - 3)
+            .with_context(|| format!("no field {number} ({name})"))?;
+        value
+            .parse()
+            .with_context(|| format!("field {number} ({name}) {value:?} is not a number of ticks"))
+    };
+    Ok(field(14, "utime")? + field(15, "stime")?)
 }
 
 /// Clock ticks per second of `/proc/PID/stat` (`getconf CLK_TCK`).
@@ -379,11 +396,83 @@ async fn ticks_per_second() -> anyhow::Result<f64> {
         .context("getconf CLK_TCK")
 }
 
-/// The environment's own running processes (`$RAYGATE_STATE/pids/<component>.pid`): the API
-/// server, etcd, Volcano, kwok, raygate's webhook and the rest, which every request a
-/// controller makes and every object it creates keep busy too, on the same cores.
+/// The pid a component's pid file names, or `None` when there is no such file or it is empty
+/// (the control plane truncates it before writing a restarted component's pid).
+fn read_pid_file(path: &Path) -> anyhow::Result<Option<u32>> {
+    match std::fs::read_to_string(path) {
+        Ok(content) if content.trim().is_empty() => Ok(None),
+        Ok(content) => parse_pid_file(path, &content).map(Some),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading pid file {}", path.display())),
+    }
+}
+
+/// The pid in `content`, the text of pid file `path`: a decimal number, with blank space
+/// around it.
+fn parse_pid_file(path: &Path, content: &str) -> anyhow::Result<u32> {
+    let pid = content.trim();
+    // `u32::from_str` alone would take a sign too.
+    if pid.bytes().all(|b| b.is_ascii_digit())
+        && let Ok(pid @ 1..) = pid.parse::<u32>()
+    {
+        return Ok(pid);
+    }
+    bail!("pid file {}: {pid:?} is not a process id", path.display())
+}
+
+/// CPU seconds of one environment component, across restarts. A restarted component (the
+/// outage tests restart the API server) is a new process that its pid file names: its CPU
+/// seconds add to those of the processes before it, each counted up to its last reading. The
+/// total never decreases, and the difference between two readings is the CPU spent between
+/// them, short of what an exited process spent after its last reading.
+struct ComponentCpu {
+    /// The process read last.
+    pid: u32,
+    /// Its CPU seconds at that reading.
+    last: f64,
+    /// CPU seconds of the processes before it, each at its last reading.
+    predecessors: f64,
+}
+
+impl ComponentCpu {
+    /// A component running as process `pid`, not read yet.
+    fn new(pid: u32) -> ComponentCpu {
+        ComponentCpu {
+            pid,
+            last: 0.0,
+            predecessors: 0.0,
+        }
+    }
+
+    /// Records that process `pid`, the one the component's pid file names now, has spent
+    /// `seconds` so far.
+    fn record(&mut self, pid: u32, seconds: f64) {
+        if pid != self.pid {
+            self.predecessors += self.last;
+            self.pid = pid;
+        }
+        self.last = seconds;
+    }
+
+    /// CPU seconds of the component's processes so far, as of their last readings.
+    fn total(&self) -> f64 {
+        self.predecessors + self.last
+    }
+}
+
+/// The environment's own processes (`$RAYGATE_STATE/pids/<component>.pid`): the API server,
+/// etcd, Volcano, kwok, raygate's webhook and the rest, which every request a controller
+/// makes and every object it creates keep busy too, on the same cores.
+///
+/// The components are those running at the start. Every reading follows a component's pid
+/// file: when it names a new process (a restart), the component's CPU seconds go on from the
+/// old process's last reading ([`ComponentCpu`]); while the component is down (its process
+/// gone, no new one yet), they stay where they were.
 struct Environment {
-    components: Vec<(String, u32)>,
+    /// `$RAYGATE_STATE/pids`.
+    pid_dir: PathBuf,
+    /// Component name → its CPU seconds; locked because every reading may record a restart.
+    components: Mutex<BTreeMap<String, ComponentCpu>>,
     ticks_per_second: f64,
 }
 
@@ -423,9 +512,11 @@ const API_SERVER_COMPONENT: &str = "kube-apiserver";
 impl Environment {
     /// The components running now, from their pid files.
     async fn running(env: &Env) -> anyhow::Result<Environment> {
-        let dir = std::path::Path::new(env.var("RAYGATE_STATE")).join("pids");
-        let mut components = Vec::new();
-        for entry in std::fs::read_dir(&dir).with_context(|| format!("{}", dir.display()))? {
+        let pid_dir = Path::new(env.var("RAYGATE_STATE")).join("pids");
+        let mut components = BTreeMap::new();
+        for entry in
+            std::fs::read_dir(&pid_dir).with_context(|| format!("{}", pid_dir.display()))?
+        {
             let path = entry?.path();
             if path.extension().is_none_or(|e| e != "pid") {
                 continue;
@@ -434,41 +525,51 @@ impl Environment {
                 .file_stem()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let pid: u32 = std::fs::read_to_string(&path)?
-                .trim()
-                .parse()
-                .with_context(|| format!("{}", path.display()))?;
-            if std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                components.push((name, pid));
+            if let Some(pid) = read_pid_file(&path)?
+                && Path::new(&format!("/proc/{pid}")).exists()
+            {
+                components.insert(name, ComponentCpu::new(pid));
             }
         }
-        if !components
-            .iter()
-            .any(|(name, _)| name == API_SERVER_COMPONENT)
-        {
-            bail!("no running {API_SERVER_COMPONENT} among {}", dir.display());
+        if !components.contains_key(API_SERVER_COMPONENT) {
+            bail!(
+                "no running {API_SERVER_COMPONENT} among {}",
+                pid_dir.display()
+            );
         }
-        components.sort();
         Ok(Environment {
-            components,
+            pid_dir,
+            components: Mutex::new(components),
             ticks_per_second: ticks_per_second().await?,
         })
     }
 
-    /// The pid of `component`, if it runs.
+    /// The pid of `component`, if it was running at the start, as of the last reading.
     fn pid(&self, component: &str) -> Option<u32> {
         self.components
-            .iter()
-            .find_map(|(name, pid)| (name == component).then_some(*pid))
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(component)
+            .map(|cpu| cpu.pid)
     }
 
-    /// CPU seconds so far of every component.
+    /// CPU seconds so far of every component, across restarts.
     fn cpu(&self) -> anyhow::Result<EnvironmentCpu> {
+        let mut components = self
+            .components
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let mut cpu = EnvironmentCpu::default();
-        for (name, pid) in &self.components {
-            let seconds = cpu_seconds(*pid, self.ticks_per_second)
-                .with_context(|| format!("the environment's {name} (pid {pid})"))?;
-            cpu.0.insert(name.clone(), seconds);
+        for (name, component) in components.iter_mut() {
+            let pid_file = self.pid_dir.join(format!("{name}.pid"));
+            // No pid file, or one being rewritten: the process read last is still the one.
+            let pid = read_pid_file(&pid_file)?.unwrap_or(component.pid);
+            if let Some(seconds) = cpu_seconds(pid, self.ticks_per_second)
+                .with_context(|| format!("the environment's {name} (pid {pid})"))?
+            {
+                component.record(pid, seconds);
+            }
+            cpu.0.insert(name.clone(), component.total());
         }
         Ok(cpu)
     }
@@ -569,7 +670,8 @@ impl Process {
 
     /// User + system CPU seconds so far, of every thread.
     fn cpu_seconds(&self) -> anyhow::Result<f64> {
-        cpu_seconds(self.pid, self.ticks_per_second)
+        cpu_seconds(self.pid, self.ticks_per_second)?
+            .with_context(|| format!("the controller (pid {}) has exited", self.pid))
     }
 
     /// The samples of counter `name` (all label sets), summed by `key`.
@@ -1217,5 +1319,109 @@ fn report_environment_cpu(runs: &[Figures]) {
             line.push_str(&format!(" {seconds:.1} |"));
         }
         println!("{line}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `/proc/PID/stat` line of process 4242 named `command`, 250 user and 50 system ticks.
+    fn stat(command: &str) -> String {
+        format!(
+            "4242 ({command}) S 1 4242 4242 0 -1 4194560 9051 0 3 0 250 50 0 0 20 0 17 0 81234 \
+             1048576000 51200 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n"
+        )
+    }
+
+    #[test]
+    fn cpu_ticks_are_utime_and_stime() {
+        assert_eq!(cpu_ticks(&stat("kube-apiserver")).unwrap(), 300);
+    }
+
+    #[test]
+    fn cpu_ticks_are_counted_after_the_last_parenthesis() {
+        // A command name may hold spaces, parentheses and what looks like fields.
+        assert_eq!(cpu_ticks(&stat("a) S 1 2 (b c")).unwrap(), 300);
+        assert_eq!(
+            cpu_ticks(&stat("x 1 2 3 4 5 6 7 8 9 10 11 12)")).unwrap(),
+            300
+        );
+    }
+
+    #[test]
+    fn malformed_stat_lines_are_errors() {
+        let error = |stat: &str| format!("{:#}", cpu_ticks(stat).unwrap_err());
+        assert_eq!(
+            error("4242 kube-apiserver S 1"),
+            "no ')' closing the command name"
+        );
+        assert_eq!(error("4242 (etcd) S 1 2 3"), "no field 14 (utime)");
+        assert_eq!(
+            error("4242 (etcd) S 1 4242 4242 0 -1 4194560 9051 0 3 0 250"),
+            "no field 15 (stime)"
+        );
+        assert!(
+            error("4242 (etcd) S 1 4242 4242 0 -1 4194560 9051 0 3 0 2.5 50")
+                .starts_with("field 14 (utime) \"2.5\" is not a number of ticks"),
+        );
+    }
+
+    #[test]
+    fn a_gone_process_has_no_cpu_seconds() {
+        assert!(cpu_seconds(std::process::id(), 100.0).unwrap().is_some());
+        // Above any kernel's pid_max (2^22 at most).
+        assert!(cpu_seconds(u32::MAX, 100.0).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_pid_file_holds_one_decimal_pid() {
+        let path = Path::new("/state/pids/etcd.pid");
+        assert_eq!(parse_pid_file(path, "4242\n").unwrap(), 4242);
+        assert_eq!(parse_pid_file(path, " 17 ").unwrap(), 17);
+        for content in [
+            "",
+            "\n",
+            "etcd",
+            "12 34",
+            "-1",
+            "+5",
+            "0",
+            "4294967296",
+            "4242x",
+        ] {
+            assert_eq!(
+                parse_pid_file(path, content).unwrap_err().to_string(),
+                format!(
+                    "pid file /state/pids/etcd.pid: {:?} is not a process id",
+                    content.trim()
+                ),
+                "{content:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_restarted_component_goes_on_from_the_last_reading_of_its_old_process() {
+        let mut cpu = ComponentCpu::new(100);
+        cpu.record(100, 10.0);
+        let start = cpu.total();
+        cpu.record(100, 12.0);
+        // Restarted: process 200 has spent 0.5 s; whatever 100 spent after 12.0 is unknown.
+        cpu.record(200, 0.5);
+        assert_eq!(cpu.total(), 12.5);
+        cpu.record(200, 3.0);
+        assert_eq!(cpu.total() - start, 5.0);
+        // Restarted again, and first read as process 300 already.
+        cpu.record(300, 1.0);
+        assert_eq!(cpu.total(), 16.0);
+        assert_eq!(cpu.pid, 300);
+    }
+
+    #[test]
+    fn a_component_restarted_before_its_first_reading_counts_the_new_process_only() {
+        let mut cpu = ComponentCpu::new(100);
+        cpu.record(200, 4.0);
+        assert_eq!(cpu.total(), 4.0);
     }
 }
