@@ -10,23 +10,27 @@
 //!   first review the API server sends on a connection that was open to it fails, and so does
 //!   one on a new connection kube-proxy routes there. Every refusal is counted; README.md
 //!   ("Losing a node") states the bound this test holds.
-//! * The node comes back (`node start`) and its replica is Ready again, for `lifecycle`.
+//! * The node comes back (`node start`), its replica is Ready again, and admission works through
+//!   every webhook raygate serves, for `lifecycle`: a connection the API server opened to the
+//!   lost replica before the cut and has not used since (a webhook the load does not call) fails
+//!   the next review it carries, even after the node is back, and only then is replaced.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{DynamicObject, ListParams, PostParams};
+use kube::api::{ApiResource, DynamicObject, ListParams, PostParams};
 use kube::{Api, Client};
 use raygate_api::manifests::LEASE_NAME;
+use raygate_api::queue_policy::QueuePolicy;
 use raygate_api::volcano::PodGroup;
-use raygate_e2e::TestNamespace;
+use raygate_e2e::{Env, TestNamespace};
 use raygate_in_cluster_e2e::{
     AdmissionLoad, in_cluster_env, is_ready, namespace, ray_api, raygate_pods,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 
 const OPT_IN: [(&str, &str); 1] = [("raygate.io/scheduler", "volcano")];
 /// The reconciler's `--lease-duration` default, which the installation keeps.
@@ -39,6 +43,11 @@ const HAND_OVER_SLACK: Duration = Duration::from_secs(15);
 /// keeps connections per webhook, and this test calls three (Pod mutation, Ray object mutation
 /// and validation): two each. Measured here: 0 to 4.
 const FAILED_ADMISSIONS_BOUND: usize = 6;
+/// Rounds through every webhook in a row, each request admitted, that show admission works
+/// again after the node came back: a stale connection fails one review and is replaced.
+const ADMITTED_ROUNDS: usize = 5;
+/// Bound on admission working again once both replicas are Ready.
+const ADMISSION_RECOVERY: Duration = Duration::from_secs(120);
 
 /// `tests/env/control-plane node <action> <node>`.
 fn node_command(action: &str, node: &str) -> std::process::Command {
@@ -127,6 +136,141 @@ async fn serves_at(client: &Client, namespace: &str, ip: &str) -> bool {
         })
 }
 
+/// A RayCluster spec of one small head.
+fn ray_cluster_spec(env: &Env) -> Value {
+    json!({"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {
+        "containers": [{"name": "ray-head", "image": env.var("RAYGATE_RAY_IMAGE"),
+            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}}}})
+}
+
+/// One request of an [`AdmissionProbe`]: a server-side dry-run create of `object`.
+struct DryRun {
+    /// The webhooks it goes through, for messages.
+    webhooks: &'static str,
+    api: Api<DynamicObject>,
+    object: DynamicObject,
+}
+
+/// Requests through every webhook raygate serves and fails closed on (manifests/install.yaml,
+/// manifests/chart/templates/webhooks.yaml): server-side dry runs, which the API server sends
+/// to a webhook only when it declares `sideEffects: None` or `NoneOnDryRun` (each of raygate's
+/// says `None`), and a read that the `ray.io` CRDs' conversion answers.
+/// `rayobjects-elsewhere.validate.raygate.io` is left out: its failures are ignored
+/// (`failurePolicy: Ignore`), so it refuses nothing.
+struct AdmissionProbe {
+    dry_runs: Vec<DryRun>,
+    /// `ray.io/v1alpha1` RayClusters in the test's namespace, stored as `v1`.
+    v1alpha1_clusters: Api<DynamicObject>,
+    /// A RayCluster that exists there.
+    stored_cluster: String,
+}
+
+impl AdmissionProbe {
+    /// The probe in `ns`, which must be opted in and hold RayCluster `stored_cluster`.
+    fn new(env: &Env, ns: &TestNamespace, stored_cluster: &str) -> AdmissionProbe {
+        let client = ns.client();
+        let namespaced = |resource: &ApiResource| {
+            Api::<DynamicObject>::namespaced_with(client.clone(), ns.name(), resource)
+        };
+        let object = |value: Value| -> DynamicObject {
+            serde_json::from_value(value).expect("a probe object")
+        };
+        let name = "admission-probe";
+        let dry_runs = vec![
+            DryRun {
+                webhooks: "namespaces.validate.raygate.io",
+                api: Api::all_with(client.clone(), &ApiResource::erase::<Namespace>(&())),
+                // Reviewed only when it sets the opt-in label (the webhook's matchConditions).
+                object: object(json!({
+                    "apiVersion": "v1", "kind": "Namespace",
+                    "metadata": {"name": name, "labels": {OPT_IN[0].0: OPT_IN[0].1}},
+                })),
+            },
+            DryRun {
+                webhooks: "pods.raygate.io",
+                api: namespaced(&ApiResource::erase::<Pod>(&())),
+                object: object(json!({
+                    "apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": name, "labels": {"ray.io/node-type": "worker", "ray.io/cluster": name}},
+                    "spec": {"containers": [{"name": "ray-worker", "image": env.var("RAYGATE_RAY_IMAGE")}]},
+                })),
+            },
+            DryRun {
+                webhooks: "volcanopods.validate.raygate.io",
+                api: namespaced(&ApiResource::erase::<Pod>(&())),
+                // Not a Ray Pod, so raygate does not onboard it: a Volcano Pod without a
+                // PodGroup, which raygate checks against the namespace's QueuePolicies.
+                object: object(json!({
+                    "apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": format!("{name}-volcano")},
+                    "spec": {"schedulerName": "volcano",
+                             "containers": [{"name": "main", "image": env.var("RAYGATE_RAY_IMAGE")}]},
+                })),
+            },
+            DryRun {
+                webhooks: "rayobjects.mutate.raygate.io, rayobjects.validate.raygate.io",
+                api: ray_api(ns, "v1", "RayCluster"),
+                object: object(json!({
+                    "apiVersion": "ray.io/v1", "kind": "RayCluster",
+                    "metadata": {"name": name},
+                    "spec": ray_cluster_spec(env),
+                })),
+            },
+            DryRun {
+                webhooks: "rayobjects.mutate.raygate.io, rayobjects.validate.raygate.io",
+                api: ray_api(ns, "v1", "RayJob"),
+                object: object(json!({
+                    "apiVersion": "ray.io/v1", "kind": "RayJob",
+                    "metadata": {"name": name},
+                    "spec": {"entrypoint": "python -c 'print(1)'", "rayClusterSpec": ray_cluster_spec(env)},
+                })),
+            },
+            DryRun {
+                webhooks: "podgroups.validate.raygate.io",
+                api: namespaced(&ApiResource::erase::<PodGroup>(&())),
+                object: object(json!({
+                    "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                    "metadata": {"name": name},
+                    "spec": {"minMember": 1},
+                })),
+            },
+            DryRun {
+                webhooks: "queuepolicies.validate.raygate.io",
+                api: Api::all_with(client.clone(), &ApiResource::erase::<QueuePolicy>(&())),
+                object: object(json!({
+                    "apiVersion": "raygate.io/v1alpha1", "kind": "QueuePolicy",
+                    "metadata": {"name": name},
+                    "spec": {},
+                })),
+            },
+        ];
+        AdmissionProbe {
+            dry_runs,
+            v1alpha1_clusters: ray_api(ns, "v1alpha1", "RayCluster"),
+            stored_cluster: stored_cluster.to_owned(),
+        }
+    }
+
+    /// Every request once, one after another as a test's requests come; the failures, each
+    /// with the webhooks it went through.
+    async fn round(&self) -> Vec<String> {
+        let params = PostParams {
+            dry_run: true,
+            ..PostParams::default()
+        };
+        let mut failures = Vec::new();
+        for dry_run in &self.dry_runs {
+            if let Err(e) = dry_run.api.create(&params, &dry_run.object).await {
+                failures.push(format!("{}: {e}", dry_run.webhooks));
+            }
+        }
+        if let Err(e) = self.v1alpha1_clusters.get(&self.stored_cluster).await {
+            failures.push(format!("conversion of rayclusters.ray.io: {e}"));
+        }
+        failures
+    }
+}
+
 #[tokio::test]
 async fn losing_the_leaders_node_hands_over_within_the_lease_and_admissions_go_on() {
     let env = in_cluster_env();
@@ -169,9 +313,7 @@ async fn losing_the_leaders_node_hands_over_within_the_lease_and_admissions_go_o
     let raycluster: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "ray.io/v1", "kind": "RayCluster",
         "metadata": {"name": "after-the-cut"},
-        "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {
-            "containers": [{"name": "ray-head", "image": env.var("RAYGATE_RAY_IMAGE"),
-                "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}}}},
+        "spec": ray_cluster_spec(&env),
     }))
     .expect("a RayCluster");
     let rayclusters = ray_api(&ns, "v1", "RayCluster");
@@ -254,4 +396,32 @@ async fn losing_the_leaders_node_hands_over_within_the_lease_and_admissions_go_o
         },
     )
     .await;
+
+    // Ready replicas are not enough for the tests after this one: the API server may still
+    // hold a connection to the lost replica for a webhook the load did not call.
+    let probe = AdmissionProbe::new(&env, &ns, "after-the-cut");
+    let ready = Instant::now();
+    let mut admitted_rounds = 0;
+    let mut failures = Vec::new();
+    while admitted_rounds < ADMITTED_ROUNDS {
+        assert!(
+            ready.elapsed() < ADMISSION_RECOVERY,
+            "admission through every raygate webhook did not work {ADMITTED_ROUNDS} rounds in a \
+             row within {ADMISSION_RECOVERY:?} of both replicas being Ready again \
+             ({admitted_rounds} so far); failures: {failures:?}"
+        );
+        let round = probe.round().await;
+        admitted_rounds = if round.is_empty() {
+            admitted_rounds + 1
+        } else {
+            0
+        };
+        failures.extend(round);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    eprintln!(
+        "admission through every raygate webhook worked {ADMITTED_ROUNDS} rounds in a row \
+         {:.1} s after both replicas were Ready; failures before: {failures:?}",
+        ready.elapsed().as_secs_f64()
+    );
 }
