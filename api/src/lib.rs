@@ -26,6 +26,7 @@ pub mod input;
 pub mod keys;
 pub mod lifecycle;
 pub mod manifests;
+pub mod observed;
 pub mod onboarding;
 pub mod pending;
 pub mod preserve;

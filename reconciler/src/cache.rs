@@ -25,9 +25,9 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, ExponentialBackoff, watcher};
 use kube::runtime::{WatchStreamExt, utils::ResetTimerBackoff};
 use kube::{Api, Client, Resource, ResourceExt};
-use raygate_api::keys;
 use raygate_api::ray::v1::{RayCluster, RayJob};
 use raygate_api::volcano::{PodGroup, Queue};
+use raygate_api::{keys, observed};
 use serde::de::DeserializeOwned;
 
 use crate::context::Shutdown;
@@ -87,6 +87,8 @@ where
     subscribers: Vec<mpsc::Sender<Result<K, watcher::Error>>>,
     /// Whether objects keep their `managedFields` (only where a decision reads them).
     keep_managed_fields: bool,
+    /// Drops from each object what no decision reads of its kind, before it is stored.
+    trim: fn(&mut K),
 }
 
 impl<K> Cache<K>
@@ -133,7 +135,14 @@ where
             writer,
             subscribers: Vec::new(),
             keep_managed_fields: false,
+            trim: |_| {},
         }
+    }
+
+    /// Stores each object as `trim` leaves it (docs/reconciler.md, "Memory").
+    fn trimmed_by(mut self, trim: fn(&mut K)) -> Self {
+        self.trim = trim;
+        self
     }
 
     /// Keeps the objects' `managedFields`, which are otherwise dropped to save memory.
@@ -169,6 +178,7 @@ where
             writer,
             mut subscribers,
             keep_managed_fields,
+            trim,
             ..
         } = self;
         let kind = K::kind(&());
@@ -178,6 +188,7 @@ where
                 if !keep_managed_fields {
                     object.managed_fields_mut().clear();
                 }
+                trim(object);
             })
             .reflect(writer)
             .touched_objects();
@@ -258,7 +269,8 @@ pub struct Caches {
     pub ray_jobs: Cache<RayJob>,
     /// RayClusters.
     pub ray_clusters: Cache<RayCluster>,
-    /// Pods labelled `ray.io/cluster`: Ray's head and worker Pods.
+    /// Pods labelled `ray.io/cluster`: Ray's head and worker Pods, as
+    /// [`observed::keep_what_decisions_read`] leaves them.
     pub pods: Cache<Pod>,
     /// Services labelled `ray.io/node-type=head`: RayCluster and RayJob head Services.
     pub services: Cache<Service>,
@@ -280,7 +292,8 @@ impl Caches {
         let head_services = format!("{}={}", keys::RAY_NODE_TYPE_LABEL, keys::HEAD_NODE_TYPE);
         let submitters = format!("{}=RayJob", keys::ORIGINATED_FROM_CRD_LABEL);
         let ray_clusters = Cache::new(client, namespace, None);
-        let pods = Cache::new(client, namespace, Some(keys::RAY_CLUSTER_LABEL));
+        let pods = Cache::new(client, namespace, Some(keys::RAY_CLUSTER_LABEL))
+            .trimmed_by(observed::keep_what_decisions_read);
         let services = Cache::new(client, namespace, Some(&head_services));
         let jobs = Cache::new(client, namespace, Some(&submitters));
         let pod_groups = Cache::new(client, namespace, None).keeping_managed_fields();

@@ -266,12 +266,19 @@ fn pods_are_counted_by_their_group_annotation() {
         pod("ray-demo-pg", Some("n1"), true),
         pod("ray-other-pg", Some("n1"), false),
     ];
+    let counted = GangPods {
+        created: 2,
+        bound: 1,
+    };
+    assert_eq!(GangPods::of(&pods, "ray-demo-pg"), counted);
+    let kept = pods.map(|mut pod| {
+        crate::observed::keep_what_decisions_read(&mut pod);
+        pod
+    });
     assert_eq!(
-        GangPods::of(&pods, "ray-demo-pg"),
-        GangPods {
-            created: 2,
-            bound: 1
-        }
+        GangPods::of(&kept, "ray-demo-pg"),
+        counted,
+        "as the reconciler caches them"
     );
 }
 

@@ -1146,3 +1146,47 @@ fn without_sub_groups_in_the_crd_the_podgroup_keeps_only_its_size() {
     assert_eq!(resized.len(), 1);
     assert_eq!(resized[0].sub_group_policy.as_ref(), Some(&policies));
 }
+
+#[test]
+fn pods_kept_as_the_reconciler_caches_them_give_the_same_plans() {
+    let trimmed = |pods: &[Pod]| -> Vec<Pod> {
+        pods.iter()
+            .cloned()
+            .map(|mut pod| {
+                crate::observed::keep_what_decisions_read(&mut pod);
+                pod
+            })
+            .collect()
+    };
+    let same_plans = |c: &RayCluster, pods: &[Pod], scenario: &str| {
+        let svc = service(c);
+        let full = plan(c, pods, Some(&svc), None, true);
+        let kept = plan(c, &trimmed(pods), Some(&svc), None, true);
+        assert_eq!(format!("{full:?}"), format!("{kept:?}"), "{scenario}");
+    };
+    let mut c = cluster();
+    let first = created(&plan(&c, &[], None, None, true));
+    let pending: Vec<Pod> = first
+        .iter()
+        .enumerate()
+        .map(|(i, pod)| existing(pod, "Pending", false, &format!("u{i}")))
+        .collect();
+    same_plans(&c, &pending, "Pods coming up");
+
+    let mut pods = Vec::new();
+    converge(&c, &mut pods);
+    same_plans(&c, &pods, "a ready cluster");
+
+    let mut failed = pods.clone();
+    let worker = failed
+        .iter_mut()
+        .find(|p| node_type(p) == Some("worker"))
+        .expect("a worker");
+    worker.status.as_mut().expect("status").phase = Some("Failed".to_string());
+    same_plans(&c, &failed, "a failed worker");
+
+    c.spec.worker_group_specs.as_mut().expect("groups")[0].replicas = Some(1);
+    same_plans(&c, &pods, "scaled down");
+    c.spec.worker_group_specs.as_mut().expect("groups")[0].num_of_hosts = Some(2);
+    same_plans(&c, &pods, "multi-host replicas to label");
+}
