@@ -9,7 +9,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::ListParams;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -240,13 +240,13 @@ impl Context {
             ready = store.wait_until_ready() => ready.map_err(|_| crate::runtime::Error::NamespaceCache)?,
             () = shutdown.clone().wait() => {}
         }
-        let (events, publish) = EventSink::new(Recorder::new(
+        let (events, publish) = EventSink::new(
             client.clone(),
             Reporter {
                 controller: crate::MANAGER_NAME.to_string(),
                 instance: config.leader_election.as_ref().map(|l| l.identity.clone()),
             },
-        ));
+        );
         let event_publisher = Mutex::new(Some(tokio::spawn(publish)));
         let sub_groups = Arc::new(SubGroupSupport::new(metrics.clone()));
         Ok(Arc::new(Context {

@@ -7,13 +7,22 @@
 //! one task per leadership term publishes them, [`IN_FLIGHT`] at a time. Events are a record
 //! for people, never an input of a decision, so one that cannot be published is logged and
 //! dropped, as before.
+//!
+//! Only Warnings go through one [`Recorder`] that makes a repeat into a series. kube's
+//! `Recorder` takes an Event for a repeat of an earlier one when type, reason, action and object
+//! are the same, whatever its note says, and patches the earlier Event's count instead of
+//! recording the new note; it keeps every Event it published for six minutes to find them.
+//! A cluster's second `CreatedWorkerPod` would then show the first Pod's name, and a burst of
+//! creations would keep thousands of Events in memory. Normal Events each record one fact
+//! (a created or deleted object, a finished run), so each is published on its own.
 
 use std::future::Future;
 use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, Recorder};
+use kube::Client;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tokio::sync::mpsc;
 
 /// Events waiting to be published; a pass that finds the queue full waits for room, so a
@@ -39,13 +48,22 @@ pub(crate) struct EventSink {
 }
 
 impl EventSink {
-    /// A sink and the future that publishes what it receives through `recorder`. The future
-    /// ends once every clone of the sink is dropped and the queued Events are published.
-    pub(crate) fn new(recorder: Recorder) -> (Self, impl Future<Output = ()> + Send + 'static) {
+    /// A sink and the future that publishes what it receives with `client`, as `reporter`.
+    /// The future ends once every clone of the sink is dropped and the queued Events are
+    /// published.
+    pub(crate) fn new(
+        client: Client,
+        reporter: Reporter,
+    ) -> (Self, impl Future<Output = ()> + Send + 'static) {
         let (sender, mut receiver) = mpsc::channel::<Queued>(QUEUE);
         let queued = futures::stream::poll_fn(move |cx| receiver.poll_recv(cx));
-        let publish = queued.for_each_concurrent(IN_FLIGHT, move |queued| {
-            let recorder = recorder.clone();
+        let warnings = Recorder::new(client.clone(), reporter.clone());
+        let publish = queued.for_each_concurrent(IN_FLIGHT, move |queued: Queued| {
+            let recorder = match queued.event.type_ {
+                EventType::Warning => warnings.clone(),
+                // A Recorder of its own remembers nothing, so the Event is created as it is.
+                EventType::Normal => Recorder::new(client.clone(), reporter.clone()),
+            };
             async move {
                 if let Err(error) = recorder.publish(&queued.event, &queued.regarding).await {
                     tracing::warn!(
@@ -72,13 +90,10 @@ impl EventSink {
 mod tests {
     use std::sync::{Arc, Mutex};
 
+    use super::*;
     use http_body_util::{BodyExt, Full};
     use hyper::body::Bytes;
     use hyper::{Request, Response};
-    use kube::Client;
-    use kube::runtime::events::{EventType, Reporter};
-
-    use super::*;
 
     fn event(reason: &str) -> Event {
         Event {
@@ -88,6 +103,104 @@ mod tests {
             action: "Reconcile".to_string(),
             secondary: None,
         }
+    }
+
+    fn reporter() -> Reporter {
+        Reporter {
+            controller: "raygate-reconciler".into(),
+            instance: None,
+        }
+    }
+
+    fn regarding() -> ObjectReference {
+        ObjectReference {
+            namespace: Some("team".into()),
+            name: Some("demo".into()),
+            ..ObjectReference::default()
+        }
+    }
+
+    /// The requests a fake API server got: method and body.
+    type Requests = Arc<Mutex<Vec<(String, String)>>>;
+
+    /// An API server that answers every request with its body, and the requests it got.
+    fn echoing_api() -> (Client, Requests) {
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let log = requests.clone();
+        let service = tower::service_fn(move |request: Request<kube::client::Body>| {
+            let log = log.clone();
+            async move {
+                let method = request.method().to_string();
+                let body = request.into_body().collect().await?.to_bytes();
+                let body = String::from_utf8_lossy(&body).into_owned();
+                log.lock().expect("lock").push((method, body.clone()));
+                Response::builder()
+                    .status(201)
+                    .header("content-type", "application/json")
+                    .body(Full::new(Bytes::from(body)))
+                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
+            }
+        });
+        (Client::new(service, "default"), requests)
+    }
+
+    /// Records `events` one after the other and returns the requests that published them.
+    async fn published(events: Vec<Event>) -> Vec<(String, serde_json::Value)> {
+        let (client, requests) = echoing_api();
+        let (sink, publish) = EventSink::new(client, reporter());
+        let publisher = tokio::spawn(publish);
+        for event in events {
+            sink.record(event, regarding()).await;
+            // One at a time, so a repeat finds the Event it repeats already published.
+            let sent = requests.lock().expect("lock").len();
+            tokio::time::timeout(Duration::from_secs(10), async {
+                while requests.lock().expect("lock").len() == sent {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            })
+            .await
+            .expect("the Event is published");
+        }
+        drop(sink);
+        publisher.await.expect("the publisher ends");
+        let requests = requests.lock().expect("lock");
+        requests
+            .iter()
+            .map(|(method, body)| (method.clone(), serde_json::from_str(body).expect("JSON")))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn normal_events_of_one_reason_and_object_are_each_created_with_their_note() {
+        let created = |pod: &str| Event {
+            note: Some(format!("Created worker Pod team/{pod}")),
+            ..event("CreatedWorkerPod")
+        };
+        let requests = published(vec![created("demo-a"), created("demo-b")]).await;
+        let notes: Vec<(&str, &str)> = requests
+            .iter()
+            .map(|(method, body)| (method.as_str(), body["note"].as_str().unwrap_or_default()))
+            .collect();
+        assert_eq!(
+            notes,
+            [
+                ("POST", "Created worker Pod team/demo-a"),
+                ("POST", "Created worker Pod team/demo-b")
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_repeated_warning_becomes_a_series() {
+        let refused = || Event {
+            type_: EventType::Warning,
+            note: Some("pods \"demo-head\" is forbidden".into()),
+            ..event("FailedCreateHeadPod")
+        };
+        let requests = published(vec![refused(), refused()]).await;
+        let methods: Vec<&str> = requests.iter().map(|(m, _)| m.as_str()).collect();
+        assert_eq!(methods, ["POST", "PATCH"]);
+        assert_eq!(requests[1].1["series"]["count"], 2);
     }
 
     #[tokio::test]
@@ -108,21 +221,9 @@ mod tests {
                     .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
             }
         });
-        let recorder = Recorder::new(
-            Client::new(service, "default"),
-            Reporter {
-                controller: "raygate-reconciler".into(),
-                instance: None,
-            },
-        );
-        let (sink, publish) = EventSink::new(recorder);
-        let regarding = ObjectReference {
-            namespace: Some("team".into()),
-            name: Some("demo".into()),
-            ..ObjectReference::default()
-        };
+        let (sink, publish) = EventSink::new(Client::new(service, "default"), reporter());
         for reason in ["CreatedRayCluster", "Refused", "CreatedService"] {
-            sink.record(event(reason), regarding.clone()).await;
+            sink.record(event(reason), regarding()).await;
         }
         assert!(
             bodies.lock().expect("lock").is_empty(),

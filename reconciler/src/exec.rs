@@ -462,7 +462,6 @@ mod tests {
     use hyper::body::Bytes;
     use hyper::{Request, Response};
     use k8s_openapi::api::core::v1::ConfigMap;
-    use kube::runtime::events::Recorder;
     use raygate_api::lifecycle::Action as RayJobAction;
 
     use super::*;
@@ -516,13 +515,13 @@ mod tests {
 
     /// A writer for namespace `team` whose Events go on ConfigMap `owner`.
     fn writer_with(client: &Client, support: Arc<SubGroupSupport>) -> (Writer, Publisher) {
-        let (events, publisher) = EventSink::new(Recorder::new(
+        let (events, publisher) = EventSink::new(
             client.clone(),
             kube::runtime::events::Reporter {
                 controller: MANAGER_NAME.to_string(),
                 instance: None,
             },
-        ));
+        );
         let mut owner = ConfigMap::default();
         owner.metadata.name = Some("owner".into());
         owner.metadata.namespace = Some("team".into());
