@@ -98,12 +98,21 @@ pub const DEFAULT_NAMESPACE: &str = "raygate-system";
 /// configurations.
 pub const APP_NAME: &str = "raygate";
 /// The environment raygate's container runs with: mimalloc's options, which it reads from the
-/// environment before `main` (the binary cannot set them itself). Arena eager commit (on by
-/// default on Linux) keeps every page raygate ever used in its RSS: freed memory is only
-/// marked reusable. Off, freed memory leaves the RSS: 12 MiB of the webhook's 40 MiB in the
-/// load benchmark (`webhook/benches/load.rs`, which runs its server with the same
-/// environment), at no measurable CPU cost.
-pub const CONTAINER_ENV: [(&str, &str); 1] = [("MIMALLOC_ARENA_EAGER_COMMIT", "0")];
+/// environment before `main` (the binary cannot set them itself).
+///
+/// * Arena eager commit (on by default on Linux) keeps every page raygate ever used in its RSS:
+///   freed memory is only marked reusable. Off, freed memory leaves the RSS: 12 MiB of the
+///   webhook's 40 MiB in the load benchmark (`webhook/benches/load.rs`, which runs its server
+///   with the same environment), at no measurable CPU cost.
+/// * Transparent huge pages: mimalloc asks the kernel for them on its arenas, and where the
+///   kernel grants them (`always` or `madvise` in `/sys/kernel/mm/transparent_hugepage/enabled`)
+///   every 2 MiB region the heap touches is resident whole. Off (mimalloc then disables them
+///   for the process), the reconciler's peak RSS over 500 RayJobs fell from 89 to 61 MiB
+///   (`rayjob-bench`, which runs it with the same environment; docs/reconciler.md, "Memory").
+pub const CONTAINER_ENV: [(&str, &str); 2] = [
+    ("MIMALLOC_ARENA_EAGER_COMMIT", "0"),
+    ("MIMALLOC_ALLOW_THP", "0"),
+];
 /// How long a stopping webhook server keeps its open connections (`--drain-timeout`), in
 /// seconds: longer than the 90 s for which the API server keeps an unused connection before
 /// it closes it itself, so that raygate never closes one the API server may be sending a review

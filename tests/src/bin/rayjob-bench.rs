@@ -21,7 +21,8 @@
 //! The controllers:
 //!
 //! * `raygate`: `raygate reconcile` (the binary next to this one, so a release build measures a
-//!   release reconciler) with `--concurrency <--reconcile-concurrency>`, in a namespace opted
+//!   release reconciler) with `--concurrency <--reconcile-concurrency>` and the Deployment's
+//!   environment (`keys::CONTAINER_ENV`: mimalloc's options), in a namespace opted
 //!   into Volcano (raygate's webhook onboards the Pods);
 //! * `kuberay` (defaults) and `kuberay-tuned`, with `--peer kuberay`: the environment's KubeRay
 //!   operator (`tests/env/build kuberay`) with `--batch-scheduler=volcano` (its own adapter
@@ -754,6 +755,8 @@ impl Running {
             .args(["--ray-dashboard-address", env.ray_dashboard()])
             .args(["--leader-elect", "false"])
             .args(["--concurrency", &concurrency.to_string()])
+            // mimalloc's options, as the Deployment sets them.
+            .envs(keys::CONTAINER_ENV)
             // RAYGATE_BENCH_LOG sets the reconciler's log filter, e.g.
             // `info,raygate_reconciler::metrics=trace` to log every API request it makes.
             .env(
