@@ -123,7 +123,8 @@ mod tests {
     /// The requests a fake API server got: method and body.
     type Requests = Arc<Mutex<Vec<(String, String)>>>;
 
-    /// An API server that answers every request with its body, and the requests it got.
+    /// An API server that answers every request with its body, and the requests it got; a
+    /// body that names `Refused` gets a 500.
     fn echoing_api() -> (Client, Requests) {
         let requests = Arc::new(Mutex::new(Vec::new()));
         let log = requests.clone();
@@ -133,9 +134,10 @@ mod tests {
                 let method = request.method().to_string();
                 let body = request.into_body().collect().await?.to_bytes();
                 let body = String::from_utf8_lossy(&body).into_owned();
+                let refused = body.contains("Refused");
                 log.lock().expect("lock").push((method, body.clone()));
                 Response::builder()
-                    .status(201)
+                    .status(if refused { 500 } else { 201 })
                     .header("content-type", "application/json")
                     .body(Full::new(Bytes::from(body)))
                     .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
@@ -205,39 +207,24 @@ mod tests {
 
     #[tokio::test]
     async fn queued_events_are_published_once_the_sink_is_dropped_even_when_one_is_refused() {
-        let bodies = Arc::new(Mutex::new(Vec::new()));
-        let log = bodies.clone();
-        let service = tower::service_fn(move |request: Request<kube::client::Body>| {
-            let log = log.clone();
-            async move {
-                let body = request.into_body().collect().await?.to_bytes();
-                let body = String::from_utf8_lossy(&body).into_owned();
-                let refused = body.contains("Refused");
-                log.lock().expect("lock").push(body.clone());
-                Response::builder()
-                    .status(if refused { 500 } else { 201 })
-                    .header("content-type", "application/json")
-                    .body(Full::new(Bytes::from(body)))
-                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
-            }
-        });
-        let (sink, publish) = EventSink::new(Client::new(service, "default"), reporter());
+        let (client, requests) = echoing_api();
+        let (sink, publish) = EventSink::new(client, reporter());
         for reason in ["CreatedRayCluster", "Refused", "CreatedService"] {
             sink.record(event(reason), regarding()).await;
         }
         assert!(
-            bodies.lock().expect("lock").is_empty(),
+            requests.lock().expect("lock").is_empty(),
             "recording only queues"
         );
         drop(sink);
         tokio::time::timeout(Duration::from_secs(10), publish)
             .await
             .expect("the publisher ends once the sink is gone");
-        let mut published: Vec<String> = bodies
+        let mut published: Vec<String> = requests
             .lock()
             .expect("lock")
             .iter()
-            .filter_map(|body| {
+            .filter_map(|(_, body)| {
                 serde_json::from_str::<serde_json::Value>(body).ok()?["reason"]
                     .as_str()
                     .map(str::to_string)
