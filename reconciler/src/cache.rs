@@ -85,9 +85,8 @@ where
     store: Store<K>,
     writer: reflector::store::Writer<K>,
     subscribers: Vec<mpsc::Sender<Result<K, watcher::Error>>>,
-    /// Whether objects keep their `managedFields` (only where a decision reads them).
-    keep_managed_fields: bool,
-    /// Drops from each object what no decision reads of its kind, before it is stored.
+    /// Drops from each object what no decision reads of its kind, before it is stored: by
+    /// default its `managedFields`.
     trim: fn(&mut K),
 }
 
@@ -134,20 +133,14 @@ where
             store,
             writer,
             subscribers: Vec::new(),
-            keep_managed_fields: false,
-            trim: |_| {},
+            trim: |object| object.managed_fields_mut().clear(),
         }
     }
 
-    /// Stores each object as `trim` leaves it (docs/reconciler.md, "Memory").
+    /// Stores each object as `trim` leaves it instead of without its `managedFields`
+    /// (docs/reconciler.md, "Memory").
     fn trimmed_by(mut self, trim: fn(&mut K)) -> Self {
         self.trim = trim;
-        self
-    }
-
-    /// Keeps the objects' `managedFields`, which are otherwise dropped to save memory.
-    fn keeping_managed_fields(mut self) -> Self {
-        self.keep_managed_fields = true;
         self
     }
 
@@ -177,19 +170,13 @@ where
             config,
             writer,
             mut subscribers,
-            keep_managed_fields,
             trim,
             ..
         } = self;
         let kind = K::kind(&());
         let objects = watcher(api, config)
             .backoff(watch_backoff())
-            .modify(move |object| {
-                if !keep_managed_fields {
-                    object.managed_fields_mut().clear();
-                }
-                trim(object);
-            })
+            .modify(trim)
             .reflect(writer)
             .touched_objects();
         futures::pin_mut!(objects);
@@ -276,7 +263,8 @@ pub struct Caches {
     pub services: Cache<Service>,
     /// Jobs labelled `ray.io/originated-from-crd=RayJob`: submitters.
     pub jobs: Cache<Job>,
-    /// PodGroups, with their `managedFields`: the PodGroup-only controllers tell raygate's
+    /// PodGroups, with the owners of their gang size in their `managedFields`
+    /// ([`observed::keep_gang_size_owners`]): the PodGroup-only controllers tell raygate's
     /// writes from KubeRay's by them (`raygate_api::coexist`).
     pub pod_groups: Cache<PodGroup>,
     /// Volcano Queues: a change of a queue wakes the Ray objects whose PodGroup is in it, so
@@ -296,7 +284,8 @@ impl Caches {
             .trimmed_by(observed::keep_what_decisions_read);
         let services = Cache::new(client, namespace, Some(&head_services));
         let jobs = Cache::new(client, namespace, Some(&submitters));
-        let pod_groups = Cache::new(client, namespace, None).keeping_managed_fields();
+        let pod_groups =
+            Cache::new(client, namespace, None).trimmed_by(observed::keep_gang_size_owners);
         // The kinds the controllers read as children (Queues have their own wait,
         // `controllers::queue_of`).
         let first_lists = FirstLists::of(

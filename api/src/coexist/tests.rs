@@ -594,6 +594,51 @@ fn kuberays_own_volcano_adapter_is_detected_and_left_alone() {
     );
 }
 
+#[test]
+fn pod_groups_kept_as_the_reconciler_caches_them_give_the_same_changes() {
+    let job = ray_job("", "status: {jobDeploymentStatus: Running}");
+    let status = managed(
+        "vc-controller-manager",
+        serde_json::json!({"f:status": {"f:phase": {}, "f:running": {}}}),
+    );
+    let own = managed(
+        OWN,
+        serde_json::json!({"f:metadata": {"f:labels": {}}, "f:spec": {"f:minMember": {},
+                           "f:minResources": {"f:cpu": {}}, "f:queue": {}}}),
+    );
+    let foreign_size = managed(
+        "kuberay-operator",
+        serde_json::json!({"f:spec": {"f:minMember": {}}}),
+    );
+    let foreign_queue = managed("kubectl", serde_json::json!({"f:spec": {"f:queue": {}}}));
+    let cases = [
+        vec![own.clone(), status.clone()],
+        vec![own.clone(), status.clone(), foreign_size],
+        vec![own, foreign_queue, status],
+        vec![],
+    ];
+    for (size, fields) in [(5, JOB_GANG), (3, &[("cpu", "1")][..])] {
+        for (case, entries) in cases.iter().enumerate() {
+            let mut pg = ours(size, fields);
+            pg.metadata.managed_fields = Some(entries.clone());
+            let mut kept = pg.clone();
+            crate::observed::keep_gang_size_owners(&mut kept);
+            let plan = change(Owner::RayJob(&job), &observed(Some(&kept), None));
+            assert_plan!(
+                plan,
+                change(Owner::RayJob(&job), &observed(Some(&pg), None)),
+                "{entries:?}"
+            );
+            // Only the second case has another manager sizing the gang.
+            assert_eq!(
+                matches!(plan, Change::KubeRayGangScheduled { .. }),
+                case == 1,
+                "{plan:?}"
+            );
+        }
+    }
+}
+
 /// The reasons and requeues of [`decide`]'s actions, in order.
 fn outline(decision: &Decision<Action>) -> (Vec<String>, Option<std::time::Duration>) {
     let steps = decision
