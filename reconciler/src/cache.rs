@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use futures::channel::mpsc;
 use futures::future::{BoxFuture, Shared};
-use futures::{FutureExt, SinkExt, Stream, StreamExt};
+use futures::{FutureExt, SinkExt, Stream, StreamExt, TryStreamExt};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, Service};
@@ -31,6 +31,7 @@ use raygate_api::{keys, observed};
 use serde::de::DeserializeOwned;
 
 use crate::context::Shutdown;
+use crate::index::{Index, IndexKey};
 
 /// How long the API server keeps one watch request open. A watch that delivers nothing (not
 /// even a bookmark) for this long plus kube-runtime's margin is considered stalled and opened
@@ -88,6 +89,8 @@ where
     /// Drops from each object what no decision reads of its kind, before it is stored: by
     /// default its `managedFields`.
     trim: fn(&mut K),
+    /// The indexes kept from the same events as the store.
+    indexes: Vec<Index<K>>,
 }
 
 impl<K> Cache<K>
@@ -134,6 +137,7 @@ where
             writer,
             subscribers: Vec::new(),
             trim: |object| object.managed_fields_mut().clear(),
+            indexes: Vec::new(),
         }
     }
 
@@ -142,6 +146,13 @@ where
     fn trimmed_by(mut self, trim: fn(&mut K)) -> Self {
         self.trim = trim;
         self
+    }
+
+    /// A new index of this cache's objects by `key`, kept up to date by its watch.
+    fn index(&mut self, key: IndexKey<K>) -> Index<K> {
+        let index = Index::new(key);
+        self.indexes.push(index.clone());
+        index
     }
 
     /// The store: every object the watch has delivered (empty until the first list is in).
@@ -171,12 +182,19 @@ where
             writer,
             mut subscribers,
             trim,
+            indexes,
             ..
         } = self;
         let kind = K::kind(&());
         let objects = watcher(api, config)
             .backoff(watch_backoff())
             .modify(trim)
+            .map_ok(move |event| {
+                for index in &indexes {
+                    index.apply(&event);
+                }
+                event
+            })
             .reflect(writer)
             .touched_objects();
         futures::pin_mut!(objects);
@@ -204,6 +222,11 @@ where
         let _ = store.wait_until_ready().await;
     }
     .boxed()
+}
+
+/// `object`'s value of label `key`, if it has one.
+fn label<'o>(object: &'o impl Resource, key: &str) -> Option<&'o str> {
+    object.meta().labels.as_ref()?.get(key).map(String::as_str)
 }
 
 /// The object `name` in `namespace` as `store` last had it delivered, if any.
@@ -259,6 +282,10 @@ pub struct Caches {
     /// Pods labelled `ray.io/cluster`: Ray's head and worker Pods, as
     /// [`observed::keep_what_decisions_read`] leaves them.
     pub pods: Cache<Pod>,
+    /// The Pods of each cluster (their `ray.io/cluster` label).
+    pub pods_by_cluster: Index<Pod>,
+    /// The Pods of each PodGroup (their `scheduling.k8s.io/group-name` annotation).
+    pub pods_by_pod_group: Index<Pod>,
     /// Services labelled `ray.io/node-type=head`: RayCluster and RayJob head Services.
     pub services: Cache<Service>,
     /// Jobs labelled `ray.io/originated-from-crd=RayJob`: submitters.
@@ -280,8 +307,15 @@ impl Caches {
         let head_services = format!("{}={}", keys::RAY_NODE_TYPE_LABEL, keys::HEAD_NODE_TYPE);
         let submitters = format!("{}=RayJob", keys::ORIGINATED_FROM_CRD_LABEL);
         let ray_clusters = Cache::new(client, namespace, None);
-        let pods = Cache::new(client, namespace, Some(keys::RAY_CLUSTER_LABEL))
+        let mut pods = Cache::new(client, namespace, Some(keys::RAY_CLUSTER_LABEL))
             .trimmed_by(observed::keep_what_decisions_read);
+        let pods_by_cluster = pods.index(|pod| label(pod, keys::RAY_CLUSTER_LABEL));
+        let pods_by_pod_group = pods.index(|pod| {
+            let annotations = pod.metadata.annotations.as_ref()?;
+            annotations
+                .get(keys::POD_GROUP_ANNOTATION)
+                .map(String::as_str)
+        });
         let services = Cache::new(client, namespace, Some(&head_services));
         let jobs = Cache::new(client, namespace, Some(&submitters));
         let pod_groups =
@@ -302,6 +336,8 @@ impl Caches {
             ray_jobs: Cache::new(client, namespace, None),
             ray_clusters,
             pods,
+            pods_by_cluster,
+            pods_by_pod_group,
             services,
             jobs,
             pod_groups,

@@ -8,6 +8,8 @@
 //!   record Events and fail the same way.
 //! * [`cache`] watches what the Ray controllers read, once per kind and namespace scope, and
 //!   feeds the controllers from it: a pass reads the caches, not the API server.
+//! * [`index`] finds the cached objects that share a label or annotation without walking them
+//!   all.
 //! * [`freshness`] keeps a pass from deciding on a cached object its own writes replaced.
 //! * [`controllers`] holds the controllers, one file each, all started by [`controllers::run`].
 //!
@@ -21,6 +23,7 @@ pub(crate) mod events;
 pub(crate) mod exec;
 pub mod freshness;
 pub mod http;
+pub mod index;
 pub mod metrics;
 pub mod runtime;
 

@@ -30,6 +30,7 @@ use crate::MANAGER_NAME;
 use crate::cache::{Caches, FirstLists, cached};
 use crate::context::{Context, NamespaceScope, ReconcileError, error_policy};
 use crate::exec::{self, Perform, Writer};
+use crate::index::Index;
 
 /// Name of the RayJob PodGroup controller (metrics label, logs).
 pub const RAYJOB_NAME: &str = "rayjob-podgroup";
@@ -42,6 +43,7 @@ struct Shared {
     clusters: Store<RayCluster>,
     pod_groups: Store<PodGroup>,
     pods: Store<Pod>,
+    pods_by_cluster: Index<Pod>,
     first_lists: FirstLists,
 }
 
@@ -52,22 +54,20 @@ impl Shared {
             clusters: caches.ray_clusters.store(),
             pod_groups: caches.pod_groups.store(),
             pods: caches.pods.store(),
+            pods_by_cluster: caches.pods_by_cluster.clone(),
             first_lists: caches.first_lists(),
         })
     }
 
     /// The cached Pods of cluster `cluster` in `namespace`.
     fn cluster_pods(&self, namespace: &str, cluster: &str) -> Vec<Pod> {
-        self.pods
-            .state()
+        (self.pods_by_cluster.objects(&self.pods, namespace, cluster))
             .iter()
             .filter(|pod| {
-                pod.metadata.namespace.as_deref() == Some(namespace)
-                    && pod
-                        .labels()
-                        .get(keys::RAY_CLUSTER_LABEL)
-                        .map(String::as_str)
-                        == Some(cluster)
+                pod.labels()
+                    .get(keys::RAY_CLUSTER_LABEL)
+                    .map(String::as_str)
+                    == Some(cluster)
             })
             .map(|pod| Pod::clone(pod))
             .collect()

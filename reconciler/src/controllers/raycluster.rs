@@ -34,6 +34,7 @@ use crate::cache::{Caches, FirstLists, cached};
 use crate::context::{Context, NamespaceScope, ReconcileError, api_error, error_policy};
 use crate::exec::{self, Failed, Perform, Writer};
 use crate::freshness::{CreateAnswers, Expected, LABELLED_POD, SUPERSEDED_RECHECK, Superseded};
+use crate::index::Index;
 
 /// The controller's name (metrics label, logs).
 pub const NAME: &str = "raycluster";
@@ -42,6 +43,7 @@ pub const NAME: &str = "raycluster";
 struct Shared {
     ctx: Arc<Context>,
     children: ChildCaches,
+    pods_by_cluster: Index<Pod>,
     queues: Store<Queue>,
     first_lists: FirstLists,
 }
@@ -89,6 +91,7 @@ pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
             services: caches.services.store(),
             pod_groups: caches.pod_groups.store(),
         },
+        pods_by_cluster: caches.pods_by_cluster.clone(),
         queues: caches.queues.store(),
         first_lists: caches.first_lists(),
     });
@@ -155,13 +158,11 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
     // Observe: from the watch caches (docs/reconciler.md, "Reads come from watch caches"). Pod
     // names are deterministic, so a cache that has not yet delivered a Pod this controller
     // created leads to a create answered AlreadyExists, never to a second Pod.
-    let pods: Vec<Pod> = children
-        .pods
-        .state()
+    let pods: Vec<Pod> = (shared.pods_by_cluster)
+        .objects(&children.pods, &namespace, &name)
         .iter()
         .filter(|pod| {
-            pod.metadata.namespace.as_deref() == Some(namespace.as_str())
-                && pod.labels().get(keys::RAY_CLUSTER_LABEL) == Some(&name)
+            pod.labels().get(keys::RAY_CLUSTER_LABEL) == Some(&name)
                 && pod
                     .owner_references()
                     .iter()

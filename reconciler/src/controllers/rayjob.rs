@@ -38,6 +38,7 @@ use crate::context::{Context, NamespaceScope, ReconcileError, api_error, error_p
 use crate::dashboard::{AddressResolver, Dashboard, DashboardError};
 use crate::exec::{self, Perform, Writer};
 use crate::freshness::{CreateAnswers, Expected, SUPERSEDED_RECHECK, Superseded};
+use crate::index::Index;
 
 /// The controller's name (metrics label, logs).
 pub const NAME: &str = "rayjob";
@@ -54,6 +55,8 @@ struct Shared {
     submitters: Store<Job>,
     pod_groups: Store<PodGroup>,
     pods: Store<Pod>,
+    pods_by_cluster: Index<Pod>,
+    pods_by_pod_group: Index<Pod>,
     services: Store<Service>,
     queues: Store<Queue>,
     first_lists: FirstLists,
@@ -79,6 +82,8 @@ pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
         submitters: caches.jobs.store(),
         pod_groups: caches.pod_groups.store(),
         pods: caches.pods.store(),
+        pods_by_cluster: caches.pods_by_cluster.clone(),
+        pods_by_pod_group: caches.pods_by_pod_group.clone(),
         services: caches.services.store(),
         queues: caches.queues.store(),
         first_lists: caches.first_lists(),
@@ -156,10 +161,9 @@ async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> 
     let job_head_service =
         (reads.job_head_service.as_deref()).and_then(|n| cached(&shared.services, ns, n));
     let head_pod = reads.head_pod_of.as_ref().and_then(|cluster| {
-        shared.pods.find(|pod| {
-            pod.metadata.namespace.as_deref() == Some(namespace.as_str())
-                && keys::is_head_pod_of(pod.metadata.labels.as_ref(), cluster)
-        })
+        (shared.pods_by_cluster.objects(&shared.pods, ns, cluster))
+            .into_iter()
+            .find(|pod| keys::is_head_pod_of(pod.metadata.labels.as_ref(), cluster))
     });
     let queue = match pod_group.as_deref() {
         Some(pg) => queue_of(&shared.queues, pg).await,
@@ -168,14 +172,9 @@ async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> 
     let gang_pods = pod_group
         .as_deref()
         .map(|pg| {
-            let members = shared.pods.state();
-            GangPods::of(
-                members
-                    .iter()
-                    .filter(|p| p.metadata.namespace.as_deref() == Some(ns))
-                    .map(|p| p.as_ref()),
-                pg.metadata.name.as_deref().unwrap_or_default(),
-            )
+            let name = pg.metadata.name.as_deref().unwrap_or_default();
+            let members = shared.pods_by_pod_group.objects(&shared.pods, ns, name);
+            GangPods::of(members.iter().map(|p| p.as_ref()), name)
         })
         .unwrap_or_default();
     let ray_job = match &reads.ray_job {
