@@ -8,6 +8,8 @@
 //!   record Events and fail the same way.
 //! * [`cache`] watches what the Ray controllers read, once per kind and namespace scope, and
 //!   feeds the controllers from it: a pass reads the caches, not the API server.
+//! * [`first_passes`] lets the first passes of new objects into a controller a few at a time,
+//!   so passes of objects on their way do not wait behind a burst of them.
 //! * [`index`] finds the cached objects that share a label or annotation without walking them
 //!   all.
 //! * [`freshness`] keeps a pass from deciding on a cached object its own writes replaced.
@@ -21,6 +23,7 @@ pub mod controllers;
 pub mod dashboard;
 pub(crate) mod events;
 pub(crate) mod exec;
+pub mod first_passes;
 pub mod freshness;
 pub mod http;
 pub mod index;

@@ -18,3 +18,12 @@ pub mod status;
 
 pub use build::{BuildOptions, build_head_service, build_pod, head_service_name, pod_object};
 pub use decide::{Action, FailedWrite, Snapshot, decide};
+
+use crate::ray::v1::RayCluster;
+
+/// Whether no pass has written `cluster`'s status yet (a cluster's creating pass writes none:
+/// its Pods do not exist yet). Its first pass may wait behind the passes of clusters on their
+/// way (docs/reconciler.md, "First passes wait their turn").
+pub fn awaits_first_pass(cluster: &RayCluster) -> bool {
+    cluster.status.is_none()
+}

@@ -171,6 +171,15 @@ pub fn is_terminal_job_status(status: &str) -> bool {
     matches!(status, "STOPPED" | "SUCCEEDED" | "FAILED")
 }
 
+/// Whether no pass has left a mark on `job` yet: it has no `jobDeploymentStatus`. Its first
+/// pass may wait behind the passes of RayJobs on their way (docs/reconciler.md, "First passes
+/// wait their turn").
+pub fn awaits_first_pass(job: &RayJob) -> bool {
+    let status = job.status.as_ref();
+    DeploymentStatus::parse(status.and_then(|s| s.job_deployment_status.as_deref()))
+        == DeploymentStatus::New
+}
+
 /// Operator-wide knobs (KubeRay's environment variables, raygate's flags).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LifecycleConfig {

@@ -1697,3 +1697,32 @@ fn admission_accepts_exactly_the_runtime_environments_the_submitter_can_send() {
         assert_eq!(sent.map_err(|_| ()), expected, "{text:?}");
     }
 }
+
+#[test]
+fn only_a_rayjob_without_a_deployment_status_awaits_its_first_pass() {
+    let new = job("");
+    assert!(awaits_first_pass(&new));
+    assert!(awaits_first_pass(&with_status(
+        new.clone(),
+        json!({"jobDeploymentStatus": ""})
+    )));
+    assert!(!awaits_first_pass(&initializing(new.clone())));
+    assert!(!awaits_first_pass(&running(new.clone())));
+    assert!(!awaits_first_pass(&with_status(
+        new,
+        json!({"jobDeploymentStatus": "Suspended"})
+    )));
+}
+
+#[test]
+fn only_a_raycluster_without_a_status_awaits_its_first_pass() {
+    let job = initializing(job(""));
+    let mut created = cluster_of(&job, None);
+    assert!(!crate::cluster::awaits_first_pass(&created));
+    created.status = None;
+    assert!(crate::cluster::awaits_first_pass(&created));
+    assert!(!crate::cluster::awaits_first_pass(&cluster_of(
+        &job,
+        Some("ready")
+    )));
+}

@@ -20,6 +20,7 @@ use raygate_api::volcano::{PodGroup, Queue};
 
 use crate::cache::Caches;
 use crate::context::Context;
+use crate::first_passes::{self, FirstPasses, IsNew};
 
 /// The names of the controllers [`run`] starts (the `controller` metrics label).
 pub const NAMES: [&str; 5] = [
@@ -100,6 +101,65 @@ where
     KubeController::for_stream(trigger, store)
         .with_config(ControllerConfig::default().concurrency(ctx.config.concurrency))
         .graceful_shutdown_on(ctx.shutdown.clone().wait())
+}
+
+/// A controller made by [`watching`] whose new objects' first passes are let in
+/// `concurrency` at a time ([`crate::first_passes`]).
+pub(crate) struct Gated<K>
+where
+    K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 'static,
+{
+    /// The controller, to which the caller adds the children that wake it.
+    pub controller: KubeController<K>,
+    /// What its passes report their start to.
+    pub first_passes: FirstPasses<K>,
+    /// The gate's loop, to run [`alongside`] the controller.
+    pub gate: BoxFuture<'static, ()>,
+}
+
+/// [`watching`], with the first passes of the objects `is_new` picks let in at most
+/// `--concurrency` at a time in the order they came, and every other trigger going straight in.
+pub(crate) fn watching_gated<K>(
+    ctx: &Context,
+    trigger: impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+    store: Store<K>,
+    is_new: IsNew<K>,
+) -> Gated<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let split = first_passes::gate(
+        trigger,
+        store.clone(),
+        is_new,
+        usize::from(ctx.config.concurrency),
+    );
+    Gated {
+        controller: watching(ctx, split.trigger, store),
+        first_passes: split.first_passes,
+        gate: split.run,
+    }
+}
+
+/// Runs `gate` while `controller` runs; the controller's end ends both.
+pub(crate) fn alongside(
+    controller: BoxFuture<'static, ()>,
+    gate: BoxFuture<'static, ()>,
+) -> BoxFuture<'static, ()> {
+    async move {
+        let mut controller = controller;
+        tokio::select! {
+            () = &mut controller => {}
+            () = gate => controller.await,
+        }
+    }
+    .boxed()
 }
 
 /// Drains a controller's result stream until it ends with the context's shutdown (failed

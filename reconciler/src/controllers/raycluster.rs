@@ -29,10 +29,11 @@ use raygate_api::ray::v1::RayCluster;
 use raygate_api::volcano::{PodGroup, Queue};
 use serde_json::Value;
 
-use super::{drain, owners_in_queue, queue_of, watching};
+use super::{alongside, drain, owners_in_queue, queue_of, watching_gated};
 use crate::cache::{Caches, FirstLists, cached};
 use crate::context::{Context, NamespaceScope, ReconcileError, api_error, error_policy};
 use crate::exec::{self, Failed, Perform, Writer};
+use crate::first_passes::FirstPasses;
 use crate::freshness::{CreateAnswers, Expected, LABELLED_POD, SUPERSEDED_RECHECK, Superseded};
 use crate::index::Index;
 
@@ -46,6 +47,7 @@ struct Shared {
     pods_by_cluster: Index<Pod>,
     queues: Store<Queue>,
     first_lists: FirstLists,
+    first_passes: FirstPasses<RayCluster>,
 }
 
 /// The watch caches of the children a RayCluster owns.
@@ -84,6 +86,12 @@ impl ChildCaches {
 
 /// Runs the RayCluster controller on `caches` until the context's shutdown fires.
 pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
+    let gated = watching_gated(
+        ctx,
+        caches.ray_clusters.subscribe(),
+        caches.ray_clusters.store(),
+        cluster::awaits_first_pass,
+    );
     let shared = Arc::new(Shared {
         ctx: ctx.clone(),
         children: ChildCaches {
@@ -94,27 +102,25 @@ pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
         pods_by_cluster: caches.pods_by_cluster.clone(),
         queues: caches.queues.store(),
         first_lists: caches.first_lists(),
+        first_passes: gated.first_passes,
     });
     let pod_groups = caches.pod_groups.store();
-    let results = watching(
-        ctx,
-        caches.ray_clusters.subscribe(),
-        caches.ray_clusters.store(),
-    )
-    .owns_stream(caches.pods.subscribe())
-    .owns_stream(caches.services.subscribe())
-    .owns_stream(caches.pod_groups.subscribe())
-    .watches_stream(caches.queues.subscribe(), move |queue| {
-        owners_in_queue::<RayCluster>(&pod_groups, &queue)
-    })
-    .run(reconcile, error_policy, shared);
-    drain(NAME, results)
+    let results = (gated.controller)
+        .owns_stream(caches.pods.subscribe())
+        .owns_stream(caches.services.subscribe())
+        .owns_stream(caches.pod_groups.subscribe())
+        .watches_stream(caches.queues.subscribe(), move |queue| {
+            owners_in_queue::<RayCluster>(&pod_groups, &queue)
+        })
+        .run(reconcile, error_policy, shared);
+    alongside(drain(NAME, results), gated.gate)
 }
 
 async fn reconcile(
     cluster: Arc<RayCluster>,
     shared: Arc<Shared>,
 ) -> Result<Requeue, ReconcileError> {
+    shared.first_passes.started(&cluster);
     exec::reconcile(&shared.ctx, NAME, cluster.as_ref(), pass(&cluster, &shared)).await
 }
 

@@ -32,11 +32,12 @@ use raygate_api::volcano::{PodGroup, Queue};
 use serde_json::{Value, json};
 use tracing::{debug, info, warn};
 
-use super::{drain, owners_in_queue, queue_of, watching};
+use super::{alongside, drain, owners_in_queue, queue_of, watching_gated};
 use crate::cache::{Caches, FirstLists, cached};
 use crate::context::{Context, NamespaceScope, ReconcileError, api_error, error_policy};
 use crate::dashboard::{AddressResolver, Dashboard, DashboardError};
 use crate::exec::{self, Perform, Writer};
+use crate::first_passes::FirstPasses;
 use crate::freshness::{CreateAnswers, Expected, SUPERSEDED_RECHECK, Superseded};
 use crate::index::Index;
 
@@ -60,6 +61,7 @@ struct Shared {
     services: Store<Service>,
     queues: Store<Queue>,
     first_lists: FirstLists,
+    first_passes: FirstPasses<RayJob>,
 }
 
 /// Runs the RayJob controller on `caches` until the context's shutdown fires.
@@ -74,6 +76,12 @@ pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
         Some(address) => AddressResolver::Fixed(address.clone()),
         None => AddressResolver::ClusterDns,
     };
+    let gated = watching_gated(
+        ctx,
+        caches.ray_jobs.subscribe(),
+        caches.ray_jobs.store(),
+        raygate_api::lifecycle::awaits_first_pass,
+    );
     let shared = Arc::new(Shared {
         dashboard: Dashboard::new(resolver, DASHBOARD_TIMEOUT),
         lifecycle,
@@ -87,9 +95,10 @@ pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
         services: caches.services.store(),
         queues: caches.queues.store(),
         first_lists: caches.first_lists(),
+        first_passes: gated.first_passes,
     });
     let pod_groups = caches.pod_groups.store();
-    let results = watching(ctx, caches.ray_jobs.subscribe(), caches.ray_jobs.store())
+    let results = (gated.controller)
         .owns_stream(caches.ray_clusters.subscribe())
         .owns_stream(caches.jobs.subscribe())
         .owns_stream(caches.pod_groups.subscribe())
@@ -97,7 +106,7 @@ pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
             owners_in_queue::<RayJob>(&pod_groups, &queue)
         })
         .run(reconcile, error_policy, shared);
-    drain(NAME, results)
+    alongside(drain(NAME, results), gated.gate)
 }
 
 fn entropy() -> u64 {
@@ -113,6 +122,7 @@ fn entropy() -> u64 {
 }
 
 async fn reconcile(job: Arc<RayJob>, shared: Arc<Shared>) -> Result<Requeue, ReconcileError> {
+    shared.first_passes.started(&job);
     exec::reconcile(&shared.ctx, NAME, job.as_ref(), pass(&job, &shared)).await
 }
 
