@@ -108,6 +108,24 @@ pub enum GangState {
     Undetermined,
 }
 
+/// Whether [`gang_state`] of `pod_group` can depend on its queue: Volcano has not yet bound the
+/// gang (its phase is neither `Running` nor `Completed`). A change of a queue concerns only the
+/// owners of such gangs; waking every owner of a PodGroup in the queue on each of Volcano's
+/// queue status updates kept a burst's controllers busy with passes that changed nothing.
+pub fn waits_on_queue(pod_group: &PodGroup) -> bool {
+    !matches!(phase(pod_group), "Running" | "Completed")
+}
+
+/// `status.phase` of `pod_group`, `Pending` while Volcano has written none.
+fn phase(pod_group: &PodGroup) -> &str {
+    pod_group
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .filter(|p| !p.is_empty())
+        .unwrap_or("Pending")
+}
+
 /// Why the gang of `pod_group` waits, if it does. `queue` is the PodGroup's queue (`None`: it
 /// does not exist), `pods` its member Pods, `creation_failure` why the last attempt to create
 /// the missing ones failed (the cluster's `ReplicaFailure` condition), if it did.
@@ -129,13 +147,8 @@ pub fn gang_state(
     let name = pod_group.metadata.name.as_deref().unwrap_or_default();
     let min_member = pod_group.spec.min_member.unwrap_or(0);
     let queue_name = pod_group.spec.queue.as_deref().unwrap_or("default");
-    let phase = pod_group
-        .status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .filter(|p| !p.is_empty())
-        .unwrap_or("Pending");
-    if matches!(phase, "Running" | "Completed") || (min_member > 0 && pods.bound >= min_member) {
+    let phase = phase(pod_group);
+    if !waits_on_queue(pod_group) || (min_member > 0 && pods.bound >= min_member) {
         return GangState::Clear {
             reason: GANG_SCHEDULED,
             message: format!(

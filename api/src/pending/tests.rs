@@ -216,6 +216,35 @@ fn too_few_member_pods_wait_for_the_gang_once_volcano_says_so_and_their_creation
 }
 
 #[test]
+fn only_a_gang_volcano_has_not_bound_waits_on_its_queue() {
+    let closed = queue(json!({"weight": 1}), json!({"state": "Closed"}));
+    let tiny = queue(
+        json!({"capability": {"cpu": "1"}}),
+        json!({"state": "Open"}),
+    );
+    for phase in ["Running", "Completed"] {
+        let bound = pod_group(json!({"phase": phase}));
+        assert!(!waits_on_queue(&bound), "{phase}");
+        // Whatever the queue says, the gang's state is the same: no queue change concerns it.
+        let states: Vec<GangState> = [None, Some(&closed), Some(&tiny), Some(&open())]
+            .into_iter()
+            .map(|queue| gang_state(&bound, queue, PODS, None))
+            .collect();
+        assert!(states.iter().all(|s| s == &states[0]), "{states:?}");
+    }
+    assert!(waits_on_queue(&pod_group(json!({"phase": "Inqueue"}))));
+    for status in [json!({}), json!({"phase": "Pending"})] {
+        let unbound = pod_group(status.clone());
+        assert!(waits_on_queue(&unbound), "{status}");
+        assert_ne!(
+            gang_state(&unbound, Some(&closed), PODS, None),
+            gang_state(&unbound, Some(&open()), PODS, None),
+            "{status}"
+        );
+    }
+}
+
+#[test]
 fn a_bound_or_running_gang_is_scheduled_and_a_newer_scheduled_condition_wins() {
     let running = pod_group(json!({"phase": "Running"}));
     assert_eq!(

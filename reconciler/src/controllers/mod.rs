@@ -16,6 +16,7 @@ use kube::runtime::controller::Config as ControllerConfig;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller as KubeController, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
+use raygate_api::pending;
 use raygate_api::volcano::{PodGroup, Queue};
 
 use crate::cache::Caches;
@@ -182,8 +183,8 @@ where
         .boxed()
 }
 
-/// The objects of kind `K` that own (as controller) a PodGroup in `queue`: whom a change of the
-/// queue concerns.
+/// The objects of kind `K` that own (as controller) a PodGroup in `queue` that Volcano has not
+/// yet bound: whom a change of the queue concerns (`raygate_api::pending::waits_on_queue`).
 pub(crate) fn owners_in_queue<K>(pod_groups: &Store<PodGroup>, queue: &Queue) -> Vec<ObjectRef<K>>
 where
     K: Resource<DynamicType = ()>,
@@ -193,7 +194,9 @@ where
     pod_groups
         .state()
         .iter()
-        .filter(|pg| pg.spec.queue.as_deref().unwrap_or(DEFAULT_QUEUE) == name)
+        .filter(|pg| {
+            pg.spec.queue.as_deref().unwrap_or(DEFAULT_QUEUE) == name && pending::waits_on_queue(pg)
+        })
         .flat_map(|pg| {
             let namespace = pg.namespace().unwrap_or_default();
             pg.owner_references()
