@@ -1,16 +1,16 @@
-//! New objects enter a controller's queue a few at a time, so a pass that carries a started
-//! object forward never waits behind a burst of first passes (docs/reconciler.md, "First
-//! passes wait their turn").
+//! New objects enter a controller a few at a time, so a pass that carries a started object
+//! forward never waits behind a burst of first passes (docs/reconciler.md, "First passes wait
+//! their turn").
 //!
 //! kube-runtime's runner, while every one of its `--concurrency` slots is busy, moves every due
 //! request into one set and later takes them from it in the set's iteration order, not in the
 //! order they came. 500 RayJobs created at once put 500 first passes into that set, and a
 //! RayJob whose cluster had just become ready waited behind a random share of them: up to the
 //! whole burst. [`gate`] keeps the first passes of new objects outside the controller, in the
-//! order they came, and lets at most `limit` of them in at once; a permit is handed back when
-//! the pass starts ([`FirstPasses::started`]). Every other trigger (a started object's own
-//! change, a child's) goes straight in. With nothing else to do the controller still runs
-//! `limit` first passes at a time, so a burst takes no longer.
+//! order they came, and lets at most `limit` of them in at once, queued or running; a place is
+//! given back when its pass ends ([`FirstPasses::ended`]). Every other trigger (a started
+//! object's own change, a child's) goes straight in, and finds the slots the first passes may
+//! not take.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -25,8 +25,8 @@ use kube::runtime::watcher;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-/// How long a first pass let in keeps its place if its pass never starts: the controller skips
-/// an object deleted in the meantime without calling the reconciler.
+/// How long a first pass let in keeps its place at most: the controller skips an object deleted
+/// in the meantime without calling the reconciler, so its pass never ends.
 pub const ADMITTED_HOLD: Duration = Duration::from_secs(10);
 /// Objects buffered on their way to the controller before the gate waits for it.
 const BUFFER: usize = 1024;
@@ -34,10 +34,10 @@ const BUFFER: usize = 1024;
 /// Whether an object's next pass is its first: no pass has left a mark on it yet.
 pub type IsNew<K> = fn(&K) -> bool;
 
-/// Each first pass let in and not yet started, with its permit and when it was let in.
+/// Each first pass let in and not yet ended, with its permit and when it was let in.
 type Admitted<K> = HashMap<ObjectRef<K>, (OwnedSemaphorePermit, Instant)>;
 
-/// The first passes let into a controller and not yet started, each holding a permit.
+/// The first passes let into a controller and not yet ended, each holding a permit.
 pub struct FirstPasses<K: Resource> {
     admitted: Arc<Mutex<Admitted<K>>>,
 }
@@ -54,8 +54,8 @@ impl<K> FirstPasses<K>
 where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
-    /// A pass of `object` has started: if it was let in as a first pass, the next one may go.
-    pub fn started(&self, object: &K) {
+    /// A pass of `object` has ended: if it was let in as a first pass, the next one may go.
+    pub fn ended(&self, object: &K) {
         self.lock().remove(&ObjectRef::from_obj(object));
     }
 
@@ -67,9 +67,9 @@ where
 /// A controller's trigger as [`gate`] passes it on.
 pub struct Gated<K: Resource> {
     /// Started objects, each change passed on as it comes, and new objects, at most `limit`
-    /// not yet started at a time: the controller's trigger.
+    /// not yet ended at a time: the controller's trigger.
     pub trigger: mpsc::Receiver<Result<K, watcher::Error>>,
-    /// What the controller's passes report their start to.
+    /// What the controller's passes report their end to.
     pub first_passes: FirstPasses<K>,
     /// Sorts the trigger until it ends or the controller stops taking from it.
     pub run: BoxFuture<'static, ()>,
@@ -286,16 +286,16 @@ mod tests {
             fixture.passed().await,
             (vec!["started".into()], vec!["new-0".into(), "new-1".into()])
         );
-        // Nothing new more until a pass starts; a started object's change still goes on.
+        // Nothing new until a first pass ends; a started object's change still goes on.
         fixture.deliver(object("started", true));
         assert_eq!(fixture.straight().await, ["started"]);
-        fixture.gated.first_passes.started(&object("new-1", false));
+        fixture.gated.first_passes.ended(&object("new-1", false));
         assert_eq!(fixture.admitted().await, ["new-2"]);
         // A pass of an object that was not let in as a first pass frees nothing.
-        fixture.gated.first_passes.started(&object("started", true));
+        fixture.gated.first_passes.ended(&object("started", true));
         assert!(fixture.admitted().await.is_empty());
-        fixture.gated.first_passes.started(&object("new-0", false));
-        fixture.gated.first_passes.started(&object("new-2", false));
+        fixture.gated.first_passes.ended(&object("new-0", false));
+        fixture.gated.first_passes.ended(&object("new-2", false));
         assert_eq!(fixture.admitted().await, ["new-3", "new-4"]);
     }
 
@@ -314,15 +314,15 @@ mod tests {
             .writer
             .apply_watcher_event(&Event::Delete(object("deleted", false)));
         for (started, expected) in [("first", "changed"), ("changed", "last")] {
-            fixture.gated.first_passes.started(&object(started, false));
+            fixture.gated.first_passes.ended(&object(started, false));
             assert_eq!(fixture.admitted().await, [expected]);
         }
-        fixture.gated.first_passes.started(&object("last", false));
+        fixture.gated.first_passes.ended(&object("last", false));
         assert!(fixture.admitted().await.is_empty());
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_first_pass_that_never_starts_gives_its_place_back_after_the_hold() {
+    async fn a_first_pass_that_never_ends_gives_its_place_back_after_the_hold() {
         let mut fixture = Fixture::new(1);
         fixture.deliver(object("skipped", false));
         fixture.deliver(object("next", false));

@@ -104,22 +104,23 @@ where
         .graceful_shutdown_on(ctx.shutdown.clone().wait())
 }
 
-/// A controller made by [`watching`] whose new objects' first passes are let in
-/// `concurrency` at a time ([`crate::first_passes`]).
+/// A controller made by [`watching_gated`]: its new objects' first passes are let in a few at
+/// a time ([`crate::first_passes`]).
 pub(crate) struct Gated<K>
 where
     K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 'static,
 {
     /// The controller, to which the caller adds the children that wake it.
     pub controller: KubeController<K>,
-    /// What its passes report their start to.
+    /// What its passes report their end to.
     pub first_passes: FirstPasses<K>,
     /// The gate's loop, to run [`alongside`] the controller.
     pub gate: BoxFuture<'static, ()>,
 }
 
-/// [`watching`], with the first passes of the objects `is_new` picks let in at most
-/// `--concurrency` at a time in the order they came, and every other trigger going straight in.
+/// [`watching`], with the first passes of the objects `is_new` picks let in the order they came,
+/// at most half of `--concurrency` (at least one) queued or running at a time, and every other
+/// trigger going straight in: the other half of the slots always serve objects on their way.
 pub(crate) fn watching_gated<K>(
     ctx: &Context,
     trigger: impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
@@ -139,7 +140,7 @@ where
         trigger,
         store.clone(),
         is_new,
-        usize::from(ctx.config.concurrency),
+        usize::from(ctx.config.concurrency / 2).max(1),
     );
     Gated {
         controller: watching(ctx, split.trigger, store),

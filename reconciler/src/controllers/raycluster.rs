@@ -120,8 +120,10 @@ async fn reconcile(
     cluster: Arc<RayCluster>,
     shared: Arc<Shared>,
 ) -> Result<Requeue, ReconcileError> {
-    shared.first_passes.started(&cluster);
-    exec::reconcile(&shared.ctx, NAME, cluster.as_ref(), pass(&cluster, &shared)).await
+    let result =
+        exec::reconcile(&shared.ctx, NAME, cluster.as_ref(), pass(&cluster, &shared)).await;
+    shared.first_passes.ended(&cluster);
+    result
 }
 
 async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, ReconcileError> {

@@ -122,8 +122,9 @@ fn entropy() -> u64 {
 }
 
 async fn reconcile(job: Arc<RayJob>, shared: Arc<Shared>) -> Result<Requeue, ReconcileError> {
-    shared.first_passes.started(&job);
-    exec::reconcile(&shared.ctx, NAME, job.as_ref(), pass(&job, &shared)).await
+    let result = exec::reconcile(&shared.ctx, NAME, job.as_ref(), pass(&job, &shared)).await;
+    shared.first_passes.ended(&job);
+    result
 }
 
 /// One reconcile pass of one RayJob: observe, decide, carry out.
