@@ -16,7 +16,13 @@
 //!   raygate shares with controller-runtime), in total and per RayJob, by method, until
 //!   `Waiting` and over `--idle-seconds` afterwards; the 409 Conflict answers among them and
 //!   `controller_runtime_reconcile_errors_total`;
-//! * the time to delete them all again.
+//! * the time to delete them all again;
+//! * the RayClusters, PodGroups and Ray pods beyond one of each per RayJob after the idle time
+//!   (none, unless a request repeated across a failure duplicated one);
+//! * with `--apiserver-outage <seconds>`: the API server is SIGKILLed 1 s after the RayJobs are
+//!   created and started again that many seconds later (`tests/env/control-plane apiserver
+//!   kill|start`, in every run), and the time from its `/readyz` to every RayJob `Waiting` is
+//!   reported. The benchmark's own watches try again every 250 ms, so they are back at once.
 //!
 //! The controllers:
 //!
@@ -45,7 +51,7 @@
 //! RAYGATE_ENV_RECONCILER=0 RAYGATE_ENV_PROFILE=release RAYGATE_ENV_KUBERAY=1 \
 //!     tests/env/control-plane up
 //! tests/env/control-plane exec -- target/release/rayjob-bench [--jobs 500] [--workers 1] \
-//!     [--reconcile-concurrency 4] [--idle-seconds 120] [--peer kuberay]
+//!     [--reconcile-concurrency 4] [--idle-seconds 120] [--peer kuberay] [--apiserver-outage 20]
 //! ```
 
 use std::collections::{BTreeMap, HashMap};
@@ -60,6 +66,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::runtime::reflector::{self, Store};
+use kube::runtime::utils::Backoff;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use raygate_api::keys;
@@ -101,6 +108,11 @@ struct Options {
     /// Run the same RayJobs under a peer controller too.
     #[arg(long = "peer", value_enum)]
     peer: Option<Peer>,
+    /// SIGKILL the API server 1 s after every RayJob is created and start it again this many
+    /// seconds later, in every run; reports the time from its `/readyz` to every RayJob
+    /// `Waiting`.
+    #[arg(long = "apiserver-outage", value_parser = seconds)]
+    outage: Option<Duration>,
 }
 
 /// A controller to compare raygate's with.
@@ -190,7 +202,7 @@ where
     let (reader, writer) = reflector::store();
     let api: Api<K> = Api::namespaced(client.clone(), namespace);
     let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
-        .default_backoff()
+        .backoff(ObserverBackoff)
         .applied_objects();
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
@@ -201,6 +213,26 @@ where
         }
     });
     reader
+}
+
+/// The benchmark's own watches try again every [`OBSERVER_RETRY`] after a failure, so that after
+/// an API server outage they are back at once (kube's default backoff waits up to 30 s) and
+/// the time measured is the controller's, not theirs.
+struct ObserverBackoff;
+
+/// How long the benchmark's own watches wait before trying again.
+const OBSERVER_RETRY: Duration = Duration::from_millis(250);
+
+impl Iterator for ObserverBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        Some(OBSERVER_RETRY)
+    }
+}
+
+impl Backoff for ObserverBackoff {
+    fn reset(&mut self) {}
 }
 
 /// When the benchmark's watches first saw each cause and each status, for cause-to-status
@@ -832,6 +864,11 @@ struct Figures {
     controller: Controller,
     /// Created, gang and cluster, Pods Running, Waiting: in that order.
     milestones: Vec<Milestone>,
+    /// With `--apiserver-outage`: when the restarted API server answered `/readyz`, from the
+    /// start of the run.
+    readyz: Option<Duration>,
+    /// Objects beyond one of each per RayJob after the idle time.
+    surplus: Surplus,
     /// Requests during `--idle-seconds` after every RayJob was Waiting.
     idle_requests: f64,
     /// Each RayJob's cause-to-`Waiting` latency in milliseconds, sorted ([`Moments`]).
@@ -849,6 +886,73 @@ impl Figures {
     fn waiting(&self) -> Option<&Milestone> {
         self.milestones.last()
     }
+
+    /// From the restarted API server's `/readyz` to every RayJob `Waiting`.
+    fn recovery(&self) -> Option<Duration> {
+        self.waiting()?.after.checked_sub(self.readyz?)
+    }
+}
+
+/// RayClusters, PodGroups and Ray Pods beyond one of each per RayJob (and `--workers` worker
+/// Pods), not being deleted: what requests repeated across a failure would have duplicated.
+struct Surplus {
+    clusters: usize,
+    pod_groups: usize,
+    pods: usize,
+}
+
+impl Surplus {
+    fn total(&self) -> usize {
+        self.clusters + self.pod_groups + self.pods
+    }
+}
+
+/// The objects of a store that are not being deleted.
+fn live<K: Resource<DynamicType = ()> + Clone>(store: &Store<K>) -> usize {
+    store
+        .state()
+        .iter()
+        .filter(|o| o.meta().deletion_timestamp.is_none())
+        .count()
+}
+
+/// `tests/env/control-plane apiserver <action>` (`kill` or `start`; `start` returns once the
+/// API server answers `/readyz`).
+async fn control_plane_apiserver(action: &str) -> anyhow::Result<()> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("env/control-plane");
+    let output = tokio::process::Command::new(&script)
+        .args(["apiserver", action])
+        .kill_on_drop(true)
+        .output()
+        .await
+        .with_context(|| format!("running {} apiserver {action}", script.display()))?;
+    if !output.status.success() {
+        bail!(
+            "control-plane apiserver {action} failed: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(())
+}
+
+/// SIGKILLs the API server 1 s from now and starts it again `down` after that; returns when
+/// it answers `/readyz`, as time since `start`.
+async fn api_server_outage(down: Duration, start: Instant) -> anyhow::Result<Duration> {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    control_plane_apiserver("kill").await?;
+    println!(
+        "{:>7.1} s  API server killed",
+        start.elapsed().as_secs_f64()
+    );
+    tokio::time::sleep(down).await;
+    control_plane_apiserver("start").await?;
+    let readyz = start.elapsed();
+    println!(
+        "{:>7.1} s  API server started again, answering /readyz",
+        readyz.as_secs_f64()
+    );
+    Ok(readyz)
 }
 
 fn describe(requests: &BTreeMap<String, f64>, jobs: usize) -> String {
@@ -1032,6 +1136,9 @@ async fn measure(
     .try_collect::<Vec<_>>()
     .await?;
     mark("all RayJobs created", &mut milestones).await?;
+    let outage = options
+        .outage
+        .map(|down| tokio::spawn(api_server_outage(down, start)));
 
     let mut gang_and_cluster = false;
     let mut all_running = false;
@@ -1076,6 +1183,10 @@ async fn measure(
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+    let readyz = match outage {
+        Some(outage) => Some(outage.await.context("the API server outage")??),
+        None => None,
+    };
     let latencies_ms = moments
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
@@ -1092,6 +1203,20 @@ async fn measure(
     );
     let peak_rss_mib = process.peak_rss_mib()?;
     let reconcile_errors = process.reconcile_errors().await?;
+    let surplus = Surplus {
+        clusters: live(&clusters).saturating_sub(jobs),
+        pod_groups: live(&pod_groups).saturating_sub(jobs),
+        pods: live(&pods).saturating_sub(pods_wanted),
+    };
+    if surplus.total() > 0 {
+        println!(
+            "{}: more than one of each per RayJob after the idle time: {} RayClusters, {} PodGroups, {} Pods too many",
+            controller.name(),
+            surplus.clusters,
+            surplus.pod_groups,
+            surplus.pods
+        );
+    }
 
     let cleanup = Instant::now();
     api.delete_collection(&DeleteParams::default(), &ListParams::default())
@@ -1122,6 +1247,8 @@ async fn measure(
     Ok(Figures {
         controller,
         milestones,
+        readyz,
+        surplus,
         idle_requests,
         latencies_ms,
         by_method: requests.by_method,
@@ -1190,7 +1317,7 @@ fn report(options: &Options, runs: &[Figures]) {
         fn(&Figures, usize) -> Option<f64>,
         &'static str,
     );
-    let figures: [Figure; 16] = [
+    let figures: [Figure; 18] = [
         (
             "every RayJob has a PodGroup and a RayCluster",
             |f, _| f.milestones.get(1).map(|m| m.after.as_secs_f64()),
@@ -1205,6 +1332,16 @@ fn report(options: &Options, runs: &[Figures]) {
             "every RayJob Waiting",
             |f, _| f.waiting().map(|m| m.after.as_secs_f64()),
             "s",
+        ),
+        (
+            "API server /readyz → every RayJob Waiting (with --apiserver-outage)",
+            |f, _| f.recovery().map(|d| d.as_secs_f64()),
+            "s",
+        ),
+        (
+            "RayClusters, PodGroups and Pods beyond one each",
+            |f, _| Some(f.surplus.total() as f64),
+            "",
         ),
         (
             "API requests per RayJob to Waiting",
