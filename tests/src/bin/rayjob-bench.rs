@@ -24,6 +24,12 @@
 //!   kill|start`, in every run), and the time from its `/readyz` to every RayJob `Waiting` is
 //!   reported. The benchmark's own watches try again every 250 ms, so they are back at once.
 //!
+//! With `--real-nodes` the Pods run on the environment's real kubelet nodes instead of added
+//! kwok nodes (the namespace is annotated for them, as `TestNamespace::on_real_nodes` does):
+//! every RayJob starts a real Ray head and workers, and the cause-to-`Waiting` latency is that
+//! of real readiness probes passing. Use a few RayJobs (`--jobs 4`): each cluster is real Ray
+//! processes on the machine's two cores.
+//!
 //! The controllers:
 //!
 //! * `raygate`: `raygate reconcile` (the binary next to this one, so a release build measures a
@@ -51,7 +57,8 @@
 //! RAYGATE_ENV_RECONCILER=0 RAYGATE_ENV_PROFILE=release RAYGATE_ENV_KUBERAY=1 \
 //!     tests/env/control-plane up
 //! tests/env/control-plane exec -- target/release/rayjob-bench [--jobs 500] [--workers 1] \
-//!     [--reconcile-concurrency 4] [--idle-seconds 120] [--peer kuberay] [--apiserver-outage 20]
+//!     [--reconcile-concurrency 4] [--idle-seconds 120] [--peer kuberay] [--apiserver-outage 20] \
+//!     [--real-nodes]
 //! ```
 
 use std::collections::{BTreeMap, HashMap};
@@ -113,6 +120,10 @@ struct Options {
     /// `Waiting`.
     #[arg(long = "apiserver-outage", value_parser = seconds)]
     outage: Option<Duration>,
+    /// Run the Pods on the environment's real kubelet nodes, as real Ray containers, instead
+    /// of on added kwok nodes; each RayJob then starts a real Ray cluster, so use a few.
+    #[arg(long = "real-nodes")]
+    real_nodes: bool,
 }
 
 /// A controller to compare raygate's with.
@@ -984,7 +995,13 @@ async fn main() -> anyhow::Result<()> {
     let pods_wanted = options.jobs * (1 + options.workers);
 
     let nodes: Api<Node> = Api::all(client.clone());
-    let node_names: Vec<String> = (0..pods_wanted.div_ceil(PODS_PER_NODE))
+    // On real nodes the environment's own nodes take the Pods.
+    let added_nodes = if options.real_nodes {
+        0
+    } else {
+        pods_wanted.div_ceil(PODS_PER_NODE)
+    };
+    let node_names: Vec<String> = (0..added_nodes)
         .map(|i| format!("kwok-bench-{i}"))
         .collect();
     for name in &node_names {
@@ -1052,12 +1069,17 @@ async fn measure(
     let jobs = options.jobs;
     let pods_wanted = jobs * (1 + options.workers);
     wait_for_nodes(client, node_names.len()).await?;
-    let ns = TestNamespace::with_labels(
-        env,
-        &format!("rayjob-bench-{}", controller.name()),
-        &controller.namespace_labels(),
-    )
-    .await;
+    let prefix = format!("rayjob-bench-{}", controller.name());
+    let ns = if options.real_nodes {
+        TestNamespace::on_real_nodes(env, &prefix, &controller.namespace_labels()).await
+    } else {
+        TestNamespace::with_labels(env, &prefix, &controller.namespace_labels()).await
+    };
+    let placement = if options.real_nodes {
+        format!("the real nodes {}", env.real_nodes().join(", "))
+    } else {
+        format!("{} added kwok nodes", node_names.len())
+    };
     let namespace = ns.name().to_string();
     let running = controller.start(env, &ns, options.concurrency).await?;
     let process = running.process();
@@ -1093,10 +1115,9 @@ async fn measure(
     let startup_environment_cpu = environment.cpu()?;
 
     println!(
-        "{}: creating {jobs} RayJobs ({} workers each, {pods_wanted} pods) in {namespace} on {} added kwok nodes; load average {}",
+        "{}: creating {jobs} RayJobs ({} workers each, {pods_wanted} pods) in {namespace} on {placement}; load average {}",
         controller.name(),
         options.workers,
-        node_names.len(),
         load_average()
     );
     let api: Api<RayJob> = ns.api();
@@ -1264,11 +1285,14 @@ fn report(options: &Options, runs: &[Figures]) {
     let jobs = options.jobs;
     let per_job = |n: f64| n / jobs as f64;
     println!();
-    println!("| RayJobs | pods | reconcile concurrency | idle seconds | load average at the end |");
-    println!("|---|---|---|---|---|");
     println!(
-        "| {jobs} | {} | {} | {} | {} |",
+        "| RayJobs | pods | nodes | reconcile concurrency | idle seconds | load average at the end |"
+    );
+    println!("|---|---|---|---|---|---|");
+    println!(
+        "| {jobs} | {} | {} | {} | {} | {} |",
         jobs * (1 + options.workers),
+        if options.real_nodes { "real" } else { "kwok" },
         options.concurrency,
         options.idle.as_secs(),
         load_average()
