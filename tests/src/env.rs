@@ -149,6 +149,28 @@ impl Env {
     }
 }
 
+/// Runs `tests/env/control-plane <args>` to act on the environment's own components
+/// (`apiserver kill|start`, `webhook stop|start`, …), from inside its network namespace as the
+/// tests run; fails with the script's output when it does.
+pub async fn control_plane(args: &[&str]) -> anyhow::Result<()> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("env/control-plane");
+    let output = tokio::process::Command::new(&script)
+        .args(args)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|e| anyhow::anyhow!("running {} {}: {e}", script.display(), args.join(" ")))?;
+    if !output.status.success() {
+        anyhow::bail!(
+            "control-plane {} failed: {}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::Env;

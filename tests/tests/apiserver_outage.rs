@@ -13,7 +13,6 @@
 //! binaries one after another, and no other test runs during the outage.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
@@ -23,6 +22,7 @@ use kube::{Api, Resource};
 use raygate_api::keys;
 use raygate_api::ray::v1::{RayCluster, RayJob};
 use raygate_api::volcano::PodGroup;
+use raygate_e2e::env::control_plane;
 use raygate_e2e::nodes::{FakeNode, placement};
 use raygate_e2e::reconciler::{PRIVATE_RECONCILER_LABEL, Reconciler};
 use raygate_e2e::{Env, TestNamespace};
@@ -37,21 +37,11 @@ const OUTAGE: Duration = Duration::from_secs(20);
 const RECOVERY_BOUND: Duration = Duration::from_secs(300);
 const POOL: &str = "apiserver-outage";
 
-/// `tests/env/control-plane apiserver <action>`, which runs inside the namespace too.
+/// `tests/env/control-plane apiserver <action>` (`start` returns once it answers `/readyz`).
 async fn apiserver(action: &str) {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("env/control-plane");
-    let output = tokio::process::Command::new(script)
-        .args(["apiserver", action])
-        .kill_on_drop(true)
-        .output()
+    control_plane(&["apiserver", action])
         .await
-        .unwrap_or_else(|e| panic!("running control-plane apiserver {action}: {e}"));
-    assert!(
-        output.status.success(),
-        "control-plane apiserver {action} failed: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+        .unwrap_or_else(|e| panic!("{e:#}"));
 }
 
 /// An InteractiveMode RayJob (nothing is submitted): a head and one worker of 100m / 128Mi,

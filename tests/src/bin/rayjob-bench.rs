@@ -79,6 +79,7 @@ use kube::{Api, Client, Resource};
 use raygate_api::keys;
 use raygate_api::ray::v1::{RayCluster, RayJob};
 use raygate_api::volcano::PodGroup;
+use raygate_e2e::env::control_plane;
 use raygate_e2e::kuberay::{self, Dashboards, KubeRay};
 use raygate_e2e::nodes::KWOK_NODE_ANNOTATION;
 use raygate_e2e::ray::Dashboard;
@@ -927,37 +928,17 @@ fn live<K: Resource<DynamicType = ()> + Clone>(store: &Store<K>) -> usize {
         .count()
 }
 
-/// `tests/env/control-plane apiserver <action>` (`kill` or `start`; `start` returns once the
-/// API server answers `/readyz`).
-async fn control_plane_apiserver(action: &str) -> anyhow::Result<()> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("env/control-plane");
-    let output = tokio::process::Command::new(&script)
-        .args(["apiserver", action])
-        .kill_on_drop(true)
-        .output()
-        .await
-        .with_context(|| format!("running {} apiserver {action}", script.display()))?;
-    if !output.status.success() {
-        bail!(
-            "control-plane apiserver {action} failed: {}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    Ok(())
-}
-
 /// SIGKILLs the API server 1 s from now and starts it again `down` after that; returns when
 /// it answers `/readyz`, as time since `start`.
 async fn api_server_outage(down: Duration, start: Instant) -> anyhow::Result<Duration> {
     tokio::time::sleep(Duration::from_secs(1)).await;
-    control_plane_apiserver("kill").await?;
+    control_plane(&["apiserver", "kill"]).await?;
     println!(
         "{:>7.1} s  API server killed",
         start.elapsed().as_secs_f64()
     );
     tokio::time::sleep(down).await;
-    control_plane_apiserver("start").await?;
+    control_plane(&["apiserver", "start"]).await?;
     let readyz = start.elapsed();
     println!(
         "{:>7.1} s  API server started again, answering /readyz",

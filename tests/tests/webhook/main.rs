@@ -11,7 +11,6 @@ mod outage;
 mod pods;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -42,11 +41,6 @@ const OPT_IN: (&str, &str) = (
 /// These tests create Ray Pods by hand, as KubeRay would, so the environment's reconciler
 /// must leave their namespaces alone.
 const PODS_BY_HAND: (&str, &str) = (raygate_e2e::reconciler::PRIVATE_RECONCILER_LABEL, "true");
-
-/// `tests/env/control-plane`.
-fn control_plane() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("env/control-plane")
-}
 
 fn ray_resource(kind: &str) -> ApiResource {
     ApiResource::from_gvk(&GroupVersionKind::gvk("ray.io", "v1", kind))

@@ -10,27 +10,20 @@ use std::panic::AssertUnwindSafe;
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
+use raygate_e2e::env::control_plane;
 use raygate_e2e::{Env, TestNamespace};
 use serde_json::json;
 
 use super::{
-    OPT_IN, PODS_BY_HAND, WEBHOOK, annotations, control_plane, create_ray_object,
-    create_ray_object_result, kuberay_pod, ray_cluster,
+    OPT_IN, PODS_BY_HAND, WEBHOOK, annotations, create_ray_object, create_ray_object_result,
+    kuberay_pod, ray_cluster,
 };
 
-/// `tests/env/control-plane webhook stop|start`, which runs inside the namespace too.
+/// `tests/env/control-plane webhook stop|start`.
 async fn webhook(action: &str) {
-    let output = tokio::process::Command::new(control_plane())
-        .args(["webhook", action])
-        .kill_on_drop(true)
-        .output()
+    control_plane(&["webhook", action])
         .await
-        .unwrap_or_else(|e| panic!("running control-plane webhook {action}: {e}"));
-    assert!(
-        output.status.success(),
-        "control-plane webhook {action} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+        .unwrap_or_else(|e| panic!("{e:#}"));
 }
 
 /// A Pod as the Job controller creates it for Job `job`: its job-name label and its controller
