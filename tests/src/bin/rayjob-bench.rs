@@ -58,7 +58,7 @@
 //!     tests/env/control-plane up
 //! tests/env/control-plane exec -- target/release/rayjob-bench [--jobs 500] [--workers 1] \
 //!     [--reconcile-concurrency 4] [--idle-seconds 120] [--peer kuberay] [--apiserver-outage 20] \
-//!     [--real-nodes]
+//!     [--real-nodes] [--timeout 1200]
 //! ```
 
 use std::collections::{BTreeMap, HashMap};
@@ -91,8 +91,6 @@ use serde_json::json;
 const BENCH_NODE_LABEL: &str = "raygate.io/bench-node";
 /// Pods each added node takes.
 const PODS_PER_NODE: usize = 250;
-/// Bound on the whole measured phase.
-const TIMEOUT: Duration = Duration::from_secs(20 * 60);
 /// RayJobs created at once.
 const CREATE_PARALLELISM: usize = 16;
 
@@ -125,6 +123,10 @@ struct Options {
     /// of on added kwok nodes; each RayJob then starts a real Ray cluster, so use a few.
     #[arg(long = "real-nodes")]
     real_nodes: bool,
+    /// Seconds a run may take from creating the RayJobs to every RayJob `Waiting`; a run that
+    /// takes longer fails, naming the RayJobs that are not `Waiting`.
+    #[arg(long = "timeout", default_value = "1200", value_parser = seconds)]
+    timeout: Duration,
 }
 
 /// A controller to compare raygate's with.
@@ -276,13 +278,12 @@ impl Moments {
 
     fn observe_job(&mut self, job: &RayJob) {
         let name = job.metadata.name.clone().unwrap_or_default();
-        let status = job.status.as_ref();
-        if self.job_waiting.contains_key(&name)
-            || status.and_then(|s| s.job_deployment_status.as_deref()) != Some("Waiting")
-        {
+        if self.job_waiting.contains_key(&name) || !is_waiting(job) {
             return;
         }
-        let cluster = status
+        let cluster = job
+            .status
+            .as_ref()
             .and_then(|s| s.ray_cluster_name.clone())
             .unwrap_or_default();
         self.job_waiting.insert(name, (cluster, Instant::now()));
@@ -307,6 +308,14 @@ impl Moments {
         latencies.sort_by(f64::total_cmp);
         latencies
     }
+}
+
+/// Whether the RayJob is `Waiting`: its cluster ready, nothing submitted (InteractiveMode).
+fn is_waiting(job: &RayJob) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|s| s.job_deployment_status.as_deref())
+        == Some("Waiting")
 }
 
 fn is_running_and_ready(pod: &Pod) -> bool {
@@ -1145,8 +1154,20 @@ async fn measure(
     let mut gang_and_cluster = false;
     let mut all_running = false;
     loop {
-        if start.elapsed() > TIMEOUT {
-            bail!("not done after {TIMEOUT:?}");
+        if start.elapsed() > options.timeout {
+            let mut late: Vec<String> = rayjobs
+                .state()
+                .iter()
+                .filter(|j| !is_waiting(j))
+                .map(|j| j.metadata.name.clone().unwrap_or_default())
+                .collect();
+            late.sort();
+            bail!(
+                "{} of {jobs} RayJobs not Waiting after {} s: {}",
+                late.len(),
+                options.timeout.as_secs(),
+                late.join(", ")
+            );
         }
         if !gang_and_cluster && pod_groups.state().len() >= jobs && clusters.state().len() >= jobs {
             gang_and_cluster = true;
@@ -1165,16 +1186,7 @@ async fn measure(
             all_running = true;
             mark("every Ray pod is Running", &mut milestones).await?;
         }
-        let waiting = rayjobs
-            .state()
-            .iter()
-            .filter(|j| {
-                j.status
-                    .as_ref()
-                    .and_then(|s| s.job_deployment_status.as_deref())
-                    == Some("Waiting")
-            })
-            .count();
+        let waiting = rayjobs.state().iter().filter(|j| is_waiting(j)).count();
         if all_running && waiting >= jobs {
             mark(
                 "every RayJob is Waiting (its cluster ready)",
