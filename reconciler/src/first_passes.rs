@@ -76,10 +76,10 @@ pub struct Gated<K: Resource> {
 }
 
 /// Passes on `trigger` (the objects a controller reconciles, as their cache delivers them):
-/// the changes of started objects at once, and the new objects (`is_new`) `limit` at a time in
-/// the order they came, as `store` holds them when their turn comes. A new object that changes
-/// while it waits is let in once; one that starts meanwhile (another pass of it ran) goes on at
-/// once; one no longer in `store` when its turn comes is dropped.
+/// the changes of started objects at once, and the new objects (`is_new`) `limit` (at least
+/// one) at a time in the order they came, as `store` holds them when their turn comes. A new
+/// object that changes while it waits is let in once; one that starts meanwhile (another pass
+/// of it ran) goes on at once; one no longer in `store` when its turn comes is dropped.
 pub fn gate<K>(
     trigger: impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
     store: Store<K>,

@@ -21,8 +21,9 @@ pub type IndexKey<K> = fn(&K) -> Option<&str>;
 ///
 /// The index is updated just before the store from the same watch events, so a pass may find
 /// a name the store does not hold yet, or miss an object for the moment between the two
-/// updates: what a watch cache that is a little behind shows anyway. A reader resolves the
-/// names in the store and checks what it finds ([`Index::objects`]).
+/// updates: what a watch cache that is a little behind shows anyway. [`Index::objects`]
+/// resolves the names in the store and answers only the objects the store holds with the value
+/// asked for.
 pub struct Index<K> {
     key: IndexKey<K>,
     state: Arc<RwLock<State>>,
@@ -129,7 +130,8 @@ where
         }
     }
 
-    /// The objects of `namespace` whose value is `value`, as `store` has them, in name order.
+    /// The objects of `namespace` whose value is `value`, as `store` has them, in name order: an
+    /// object the store holds with another value (its update not yet in the index) is left out.
     pub fn objects(&self, store: &Store<K>, namespace: &str, value: &str) -> Vec<Arc<K>> {
         let state = self.state.read().unwrap_or_else(PoisonError::into_inner);
         let Some(names) = state
@@ -142,6 +144,7 @@ where
         names
             .iter()
             .filter_map(|name| store.get(&ObjectRef::new(name).within(namespace)))
+            .filter(|object| (self.key)(object) == Some(value))
             .collect()
     }
 }
@@ -248,6 +251,16 @@ mod tests {
         assert_eq!(fed.names("team", "a"), ["gone"]);
         fed.feed(Event::InitDone);
         assert_eq!(fed.names("team", "a"), ["new"]);
+    }
+
+    #[test]
+    fn an_object_the_store_holds_with_another_value_is_not_answered() {
+        let mut fed = Fed::new();
+        fed.feed(Event::Apply(pod("team", "p", Some("a"))));
+        // The store has the change before the index does.
+        fed.writer
+            .apply_watcher_event(&Event::Apply(pod("team", "p", Some("b"))));
+        assert!(fed.names("team", "a").is_empty());
     }
 
     #[test]

@@ -63,12 +63,6 @@ impl Shared {
     fn cluster_pods(&self, namespace: &str, cluster: &str) -> Vec<Pod> {
         (self.pods_by_cluster.objects(&self.pods, namespace, cluster))
             .iter()
-            .filter(|pod| {
-                pod.labels()
-                    .get(keys::RAY_CLUSTER_LABEL)
-                    .map(String::as_str)
-                    == Some(cluster)
-            })
             .map(|pod| Pod::clone(pod))
             .collect()
     }

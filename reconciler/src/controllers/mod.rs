@@ -140,7 +140,7 @@ where
         trigger,
         store.clone(),
         is_new,
-        usize::from(ctx.config.concurrency / 2).max(1),
+        usize::from(ctx.config.concurrency / 2),
     );
     Gated {
         controller: watching(ctx, split.trigger, store),

@@ -170,11 +170,9 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
         .objects(&children.pods, &namespace, &name)
         .iter()
         .filter(|pod| {
-            pod.labels().get(keys::RAY_CLUSTER_LABEL) == Some(&name)
-                && pod
-                    .owner_references()
-                    .iter()
-                    .any(|o| o.controller == Some(true) && o.uid == uid)
+            pod.owner_references()
+                .iter()
+                .any(|o| o.controller == Some(true) && o.uid == uid)
         })
         .map(|pod| Pod::clone(pod))
         .collect();
