@@ -937,6 +937,31 @@ fn live<K: Resource<DynamicType = ()> + Clone>(store: &Store<K>) -> usize {
         .count()
 }
 
+/// Deletes every object of `store` that is not already being deleted, `CREATE_PARALLELISM` at
+/// a time; an object that is already gone is not an error.
+async fn delete_each<K>(api: &Api<K>, store: &Store<K>) -> anyhow::Result<()>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let names: Vec<String> = store
+        .state()
+        .iter()
+        .filter(|o| o.meta().deletion_timestamp.is_none())
+        .filter_map(|o| o.meta().name.clone())
+        .collect();
+    futures::stream::iter(names.into_iter().map(|name| async move {
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(error) => Err(error).with_context(|| format!("deleting {name}")),
+        }
+    }))
+    .buffer_unordered(CREATE_PARALLELISM)
+    .try_collect::<Vec<()>>()
+    .await?;
+    Ok(())
+}
+
 /// SIGKILLs the API server 1 s from now and starts it again `down` after that; returns when
 /// it answers `/readyz`, as time since `start`.
 async fn api_server_outage(down: Duration, start: Instant) -> anyhow::Result<Duration> {
@@ -1247,7 +1272,18 @@ async fn measure(
     }
     let deletion = cleanup.elapsed();
     let total_cpu = process.cpu_seconds()?;
-    // The next run needs the nodes' room back.
+    // The next run needs the nodes' room back. The RayClusters and their Pods go by garbage
+    // collection once their RayJobs are gone, but kube-controller-manager's collector deletes
+    // within its client limit (QPS 20 by default: about 10 objects a second, 10 minutes for
+    // 2,000 RayClusters and their 4,000 Pods), and one DELETE of a whole collection outlasts
+    // the API server's 60-s request timeout at that size. So delete them one by one, the
+    // clusters first, so that no controller creates a deleted Pod again.
+    delete_each(&ns.api::<RayCluster>(), &clusters)
+        .await
+        .context("deleting the RayClusters left after their RayJobs")?;
+    delete_each(&ns.api::<Pod>(), &pods)
+        .await
+        .context("deleting the Pods left after their RayJobs")?;
     while !pods.state().is_empty() {
         if cleanup.elapsed() > Duration::from_secs(600) {
             bail!(
