@@ -207,9 +207,14 @@ fn decode(kind: RayKind, object: Value) -> Result<Typed, serde_json::Error> {
 /// CRD defaults them to 0 before any rule sees them.
 fn unwritten_replicas(object: &Value) -> Vec<String> {
     let mut paths = Vec::new();
-    for prefix in ["spec", "spec.rayClusterSpec"] {
-        let pointer = format!("/{}/workerGroupSpecs", prefix.replace('.', "/"));
-        let groups = object.pointer(&pointer).and_then(Value::as_array);
+    for (prefix, pointer) in [
+        ("spec", "/spec/workerGroupSpecs"),
+        (
+            "spec.rayClusterSpec",
+            "/spec/rayClusterSpec/workerGroupSpecs",
+        ),
+    ] {
+        let groups = object.pointer(pointer).and_then(Value::as_array);
         for (i, group) in groups.into_iter().flatten().enumerate() {
             if group.get("replicas").is_none_or(Value::is_null) {
                 paths.push(format!("{prefix}.workerGroupSpecs[{i}].replicas"));

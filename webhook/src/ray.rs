@@ -47,15 +47,25 @@ pub(crate) fn reviewed_object(request: &AdmissionRequest) -> Result<Option<&Valu
     }
 }
 
-/// The verdict on a RayJob or RayCluster review.
+/// The reviewed object of a CREATE or UPDATE, taken out of `request` (see
+/// [`AdmissionRequest::take_object`]); otherwise as [`reviewed_object`].
+fn take_reviewed_object(request: &mut AdmissionRequest) -> Result<Option<Value>, Verdict> {
+    if reviewed_object(request)?.is_none() {
+        return Ok(None);
+    }
+    Ok(request.take_object())
+}
+
+/// The verdict on a RayJob or RayCluster review. The decision consumes the object (it is
+/// defaulted in place), so it is taken out of `request` rather than copied.
 pub async fn review_ray(
     caches: &Caches,
-    request: &AdmissionRequest,
+    request: &mut AdmissionRequest,
     context: &ValidationContext,
     opt_in: &OptInLabel,
     webhook: RayWebhook,
 ) -> Verdict {
-    let object = match reviewed_object(request) {
+    let object = match take_reviewed_object(request) {
         Ok(Some(object)) => object,
         Ok(None) => return Verdict::allow(),
         Err(verdict) => return verdict,
@@ -67,8 +77,8 @@ pub async fn review_ray(
         return Verdict::allow();
     }
     let operation = request.operation;
-    let old_object = match (operation, request.old_object.as_ref()) {
-        (Operation::Update, Some(old)) if old.is_object() => Some(old.clone()),
+    let old_object = match (operation, request.old_object.take()) {
+        (Operation::Update, Some(old)) if old.is_object() => Some(old),
         (Operation::Update, _) => {
             return Verdict::deny(Denial::bad_request(
                 "request.oldObject: Required value: an UPDATE review carries the old object",
@@ -104,7 +114,7 @@ pub async fn review_ray(
     let queues = |name: &str| caches.queue(name);
     let decision = admission::review_ray_object(RayObjectReview {
         operation,
-        object: object.clone(),
+        object,
         old_object,
         namespace: &namespace,
         opt_in,

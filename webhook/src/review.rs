@@ -209,6 +209,19 @@ impl AdmissionRequest {
         self.dry_run.unwrap_or(false)
     }
 
+    /// Takes `object` out for a decision that consumes it (a Ray object's review defaults it
+    /// in place), instead of a copy of it. What stays is what [`Self::object_key`] reads: the
+    /// `generateName` of an object the request names no name for.
+    pub fn take_object(&mut self) -> Option<Value> {
+        let object = self.object.take()?;
+        if self.name.as_deref().is_none_or(str::is_empty)
+            && let Some(generate_name) = object.pointer("/metadata/generateName")
+        {
+            self.object = Some(serde_json::json!({"metadata": {"generateName": generate_name}}));
+        }
+        Some(object)
+    }
+
     /// `namespace/name` for logs (name may be empty under `generateName`).
     pub fn object_key(&self) -> String {
         let name = self
@@ -229,10 +242,21 @@ impl AdmissionRequest {
     }
 }
 
+/// A whole AdmissionReview, read in one pass: what a well-formed review is parsed as.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", bound(deserialize = "O: Deserialize<'de>"))]
+struct Review<O> {
+    #[serde(default)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    request: Option<AdmissionRequest<O>>,
+}
+
 /// The review around `request`, which is only checked for JSON syntax here (a borrowed raw
-/// slice of the body): `apiVersion` and `kind` are judged before the request is decoded, and
-/// the request is decoded once, straight into [`AdmissionRequest`] (through a `Value` first,
-/// every object in it was built twice).
+/// slice of the body): `apiVersion` and `kind` are judged before the request is decoded, so
+/// that a body that is no AdmissionReview is called that, whatever its `request` holds.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ReviewEnvelope<'a> {
@@ -245,7 +269,43 @@ struct ReviewEnvelope<'a> {
 }
 
 /// Reads an AdmissionReview v1 request body, with as much of the object as `view` says.
+///
+/// A review is read in one pass. Only a body that pass cannot read, or that is not an
+/// `admission.k8s.io/v1` AdmissionReview with a request and a uid, is read again by
+/// [`diagnose_request`] for the error, which judges the envelope first. Reading every review
+/// that way (the envelope, then the request inside it) cost about 5 % of the webhook's CPU per
+/// RayCluster review.
 pub fn parse_request(body: &[u8], view: ObjectView) -> Result<AdmissionRequest, ReviewError> {
+    let read = match view {
+        ObjectView::Whole => serde_json::from_slice::<Review<Value>>(body).ok(),
+        ObjectView::PodOnboarding => serde_json::from_slice::<Review<PodOnboardingObject>>(body)
+            .ok()
+            .map(|review| Review {
+                api_version: review.api_version,
+                kind: review.kind,
+                request: review
+                    .request
+                    .map(|request| request.map_object(|object| object.0)),
+            }),
+    };
+    match read {
+        Some(Review {
+            api_version,
+            kind,
+            request: Some(request),
+        }) if api_version == ADMISSION_API_VERSION
+            && kind == ADMISSION_REVIEW_KIND
+            && !request.uid.is_empty() =>
+        {
+            Ok(request)
+        }
+        _ => diagnose_request(body, view),
+    }
+}
+
+/// Reads a review as [`parse_request`] does, the envelope first: its `apiVersion` and `kind`
+/// are judged before the request is decoded, and the error names what is wrong.
+fn diagnose_request(body: &[u8], view: ObjectView) -> Result<AdmissionRequest, ReviewError> {
     let envelope: ReviewEnvelope = serde_json::from_slice(body)?;
     if envelope.api_version != ADMISSION_API_VERSION || envelope.kind != ADMISSION_REVIEW_KIND {
         return Err(ReviewError::WrongType {
@@ -556,6 +616,73 @@ mod tests {
                 .to_string();
             assert!(error.contains(expected), "{error:?} lacks {expected:?}");
         }
+    }
+
+    #[test]
+    fn a_taken_object_leaves_the_key_for_logs() {
+        for (name, object, key) in [
+            (
+                None,
+                json!({"metadata": {"generateName": "c-"}, "spec": {}}),
+                "ns/c-",
+            ),
+            (
+                Some(""),
+                json!({"metadata": {"generateName": "c-"}}),
+                "ns/c-",
+            ),
+            (
+                Some("c"),
+                json!({"metadata": {"name": "c"}, "spec": {}}),
+                "ns/c",
+            ),
+            (None, json!({"metadata": {"name": "c"}}), "ns/"),
+        ] {
+            let mut request = parse_request(
+                &review(
+                    json!({"uid": "u", "kind": {"kind": "RayCluster"}, "operation": "CREATE",
+                               "namespace": "ns", "name": name, "object": object}),
+                ),
+                ObjectView::Whole,
+            )
+            .unwrap();
+            assert_eq!(request.take_object(), Some(object));
+            assert_eq!(request.object_key(), key);
+            assert!(
+                request
+                    .object
+                    .as_ref()
+                    .is_none_or(|o| o.get("spec").is_none())
+            );
+        }
+    }
+
+    #[test]
+    fn the_one_pass_read_and_the_envelope_first_read_agree() {
+        let bodies: [&[u8]; 9] = [
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"kind":"RayJob"},"operation":"UPDATE","name":"j","object":{"metadata":{"name":"j"},"spec":{"a":[1,2]}},"oldObject":{"metadata":{"name":"j"}}}}"#,
+            br#"{"request":{"uid":"u","kind":{"kind":"Pod"},"operation":"CREATE","object":{"spec":{"schedulerName":"x","containers":[]}}},"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","response":null}"#,
+            br#"{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{"uid":"u"}}"#,
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","kind":{},"operation":"CREATE"}}"#,
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":null}"#,
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"","kind":{},"operation":"CREATE"}}"#,
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{},"operation":"CREATE"},"request":{"uid":"v","kind":{},"operation":"CREATE"}}"#,
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{},"operation":"CREATE"}} trailing"#,
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{},"operation":"CREATE","object":{"a":1,}}}"#,
+        ];
+        for body in bodies {
+            for view in [ObjectView::Whole, ObjectView::PodOnboarding] {
+                assert_eq!(
+                    format!("{:?}", parse_request(body, view)),
+                    format!("{:?}", diagnose_request(body, view)),
+                    "{}",
+                    String::from_utf8_lossy(body)
+                );
+            }
+        }
+        // Not an AdmissionReview v1: said so, whatever its request holds.
+        let error = parse_request(bodies[2], ObjectView::Whole).unwrap_err();
+        assert!(matches!(error, ReviewError::WrongType { .. }), "{error}");
     }
 
     #[test]
