@@ -277,30 +277,24 @@ struct ReviewEnvelope<'a> {
 /// RayCluster review.
 pub fn parse_request(body: &[u8], view: ObjectView) -> Result<AdmissionRequest, ReviewError> {
     let read = match view {
-        ObjectView::Whole => serde_json::from_slice::<Review<Value>>(body).ok(),
-        ObjectView::PodOnboarding => serde_json::from_slice::<Review<PodOnboardingObject>>(body)
-            .ok()
-            .map(|review| Review {
-                api_version: review.api_version,
-                kind: review.kind,
-                request: review
-                    .request
-                    .map(|request| request.map_object(|object| object.0)),
-            }),
+        ObjectView::Whole => read_in_one_pass(body, |object: Value| object),
+        ObjectView::PodOnboarding => read_in_one_pass(body, |object: PodOnboardingObject| object.0),
     };
-    match read {
-        Some(Review {
-            api_version,
-            kind,
-            request: Some(request),
-        }) if api_version == ADMISSION_API_VERSION
-            && kind == ADMISSION_REVIEW_KIND
-            && !request.uid.is_empty() =>
-        {
-            Ok(request)
-        }
-        _ => diagnose_request(body, view),
-    }
+    read.map_or_else(|| diagnose_request(body, view), Ok)
+}
+
+/// The request of an `admission.k8s.io/v1` AdmissionReview with a uid, its object read as `O`
+/// and kept as `into_value` makes it; `None` for anything else.
+fn read_in_one_pass<'de, O: Deserialize<'de>>(
+    body: &'de [u8],
+    into_value: impl FnOnce(O) -> Value,
+) -> Option<AdmissionRequest> {
+    let review: Review<O> = serde_json::from_slice(body).ok()?;
+    let request = review.request?;
+    (review.api_version == ADMISSION_API_VERSION
+        && review.kind == ADMISSION_REVIEW_KIND
+        && !request.uid.is_empty())
+    .then(|| request.map_object(into_value))
 }
 
 /// Reads a review as [`parse_request`] does, the envelope first: its `apiVersion` and `kind`

@@ -949,17 +949,15 @@ where
         .filter(|o| o.meta().deletion_timestamp.is_none())
         .filter_map(|o| o.meta().name.clone())
         .collect();
-    futures::stream::iter(names.into_iter().map(|name| async move {
-        match api.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-            Err(error) => Err(error).with_context(|| format!("deleting {name}")),
-        }
-    }))
-    .buffer_unordered(CREATE_PARALLELISM)
-    .try_collect::<Vec<()>>()
-    .await?;
-    Ok(())
+    futures::stream::iter(names.into_iter().map(anyhow::Ok))
+        .try_for_each_concurrent(CREATE_PARALLELISM, |name| async move {
+            match api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+                Err(error) => Err(error).with_context(|| format!("deleting {name}")),
+            }
+        })
+        .await
 }
 
 /// SIGKILLs the API server 1 s from now and starts it again `down` after that; returns when
