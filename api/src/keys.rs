@@ -202,6 +202,17 @@ pub fn pod_group_name(owner: &str) -> String {
     format!("ray-{owner}-pg")
 }
 
+/// The value of `key` in a label or annotation map, if it is set to something: an empty value
+/// reads as unset, as KubeRay and Volcano read them.
+pub fn value_in<'m>(
+    map: impl Into<Option<&'m std::collections::BTreeMap<String, String>>>,
+    key: &str,
+) -> Option<&'m str> {
+    (map.into()?.get(key))
+        .map(String::as_str)
+        .filter(|v| !v.is_empty())
+}
+
 /// Whether Pod `labels` are those of `cluster`'s head Pod (KubeRay labels it with the cluster's
 /// name and node type `head`).
 pub fn is_head_pod_of(
@@ -224,6 +235,18 @@ mod tests {
         assert_eq!(display_name(Some(""), Some("job-")), "job-<random>");
         assert_eq!(display_name(None, Some("job-")), "job-<random>");
         assert_eq!(display_name(None, None), "<unnamed>");
+    }
+
+    #[test]
+    fn an_empty_or_missing_value_reads_as_unset() {
+        let map = std::collections::BTreeMap::from([
+            ("set".to_string(), "x".to_string()),
+            ("empty".to_string(), String::new()),
+        ]);
+        assert_eq!(value_in(&map, "set"), Some("x"));
+        assert_eq!(value_in(&map, "empty"), None);
+        assert_eq!(value_in(&map, "missing"), None);
+        assert_eq!(value_in(None, "set"), None);
     }
 
     #[test]

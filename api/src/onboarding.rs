@@ -52,18 +52,11 @@ impl RayPodRole {
 /// Labels of a Pod or another object.
 pub type Labels = BTreeMap<String, String>;
 
-fn label<'a>(labels: &'a Labels, key: &str) -> Option<&'a str> {
-    labels
-        .get(key)
-        .map(String::as_str)
-        .filter(|v| !v.is_empty())
-}
-
 /// The RayJob an object was created for, from `ray.io/originated-from-crd=RayJob` and
 /// `ray.io/originated-from-cr-name`.
 pub fn originating_ray_job(labels: &Labels) -> Option<&str> {
-    (label(labels, keys::ORIGINATED_FROM_CRD_LABEL) == Some("RayJob"))
-        .then(|| label(labels, keys::ORIGINATED_FROM_CR_NAME_LABEL))
+    (keys::value_in(labels, keys::ORIGINATED_FROM_CRD_LABEL) == Some("RayJob"))
+        .then(|| keys::value_in(labels, keys::ORIGINATED_FROM_CR_NAME_LABEL))
         .flatten()
 }
 
@@ -74,11 +67,10 @@ pub fn is_mirror_pod(pod_annotations: &Labels) -> bool {
 
 /// The role of a Pod, or `None` when it is not a Ray Pod.
 pub fn ray_pod_role(pod_labels: &Labels) -> Option<RayPodRole> {
-    match label(pod_labels, keys::RAY_NODE_TYPE_LABEL) {
+    match keys::value_in(pod_labels, keys::RAY_NODE_TYPE_LABEL) {
         Some("head") => Some(RayPodRole::Head),
-        Some("worker") => {
-            label(pod_labels, keys::RAY_GROUP_LABEL).map(|g| RayPodRole::Worker(g.to_string()))
-        }
+        Some("worker") => keys::value_in(pod_labels, keys::RAY_GROUP_LABEL)
+            .map(|g| RayPodRole::Worker(g.to_string())),
         Some(_) => None,
         None => originating_ray_job(pod_labels).map(|_| RayPodRole::Submitter),
     }
@@ -105,7 +97,7 @@ pub fn gang_owner_of_cluster_job<'a>(
         RayPodRole::Head | RayPodRole::Worker(_) => cluster_ray_job
             .filter(|job| !job.is_empty())
             .or_else(|| originating_ray_job(pod_labels))
-            .or_else(|| label(pod_labels, keys::RAY_CLUSTER_LABEL)),
+            .or_else(|| keys::value_in(pod_labels, keys::RAY_CLUSTER_LABEL)),
     }
 }
 
@@ -136,7 +128,7 @@ pub fn controlling_job<'a>(
     pod_labels: &'a Labels,
     pod_owner_references: &'a [OwnerReference],
 ) -> Option<&'a str> {
-    let name = label(pod_labels, keys::JOB_NAME_LABEL)?;
+    let name = keys::value_in(pod_labels, keys::JOB_NAME_LABEL)?;
     pod_owner_references
         .iter()
         .any(|owner| {
@@ -189,8 +181,9 @@ impl GangMembership {
         GangMembership {
             pod_group: keys::pod_group_name(owner),
             task: role.task().to_string(),
-            queue: label(owner_labels, keys::QUEUE_LABEL).map(str::to_string),
-            priority_class: label(owner_labels, keys::PRIORITY_CLASS_LABEL).map(str::to_string),
+            queue: keys::value_in(owner_labels, keys::QUEUE_LABEL).map(str::to_string),
+            priority_class: keys::value_in(owner_labels, keys::PRIORITY_CLASS_LABEL)
+                .map(str::to_string),
         }
     }
 }

@@ -224,11 +224,6 @@ where
     .boxed()
 }
 
-/// `object`'s value of label `key`, if it has one.
-fn label<'o>(object: &'o impl Resource, key: &str) -> Option<&'o str> {
-    object.meta().labels.as_ref()?.get(key).map(String::as_str)
-}
-
 /// The object `name` in `namespace` as `store` last had it delivered, if any.
 pub fn cached<K>(store: &Store<K>, namespace: &str, name: &str) -> Option<std::sync::Arc<K>>
 where
@@ -309,7 +304,8 @@ impl Caches {
         let ray_clusters = Cache::new(client, namespace, None);
         let mut pods = Cache::new(client, namespace, Some(keys::RAY_CLUSTER_LABEL))
             .trimmed_by(observed::keep_what_decisions_read);
-        let pods_by_cluster = pods.index(|pod| label(pod, keys::RAY_CLUSTER_LABEL));
+        let pods_by_cluster =
+            pods.index(|pod| keys::value_in(pod.metadata.labels.as_ref(), keys::RAY_CLUSTER_LABEL));
         let pods_by_pod_group = pods.index(|pod| {
             let annotations = pod.metadata.annotations.as_ref()?;
             annotations

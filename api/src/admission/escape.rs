@@ -115,10 +115,10 @@ pub fn review_volcano_pod(
     let volcano = pod.pointer("/spec/schedulerName").and_then(Value::as_str)
         == Some(keys::VOLCANO_SCHEDULER_NAME);
     let annotations = rules::string_entries(pod, "/metadata/annotations");
-    if !volcano || rules::label(&annotations, keys::POD_GROUP_ANNOTATION).is_some() {
+    if !volcano || keys::value_in(&annotations, keys::POD_GROUP_ANNOTATION).is_some() {
         return Admission::default();
     }
-    let choice = match rules::label(&annotations, keys::NAMESPACE_QUEUE_ANNOTATION) {
+    let choice = match keys::value_in(&annotations, keys::NAMESPACE_QUEUE_ANNOTATION) {
         Some(queue) => QueueChoice::Label(queue.to_string()),
         None => QueueChoice::Unset,
     };

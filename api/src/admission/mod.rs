@@ -220,7 +220,7 @@ pub fn review_ray_object(review: RayObjectReview<'_>) -> Admission {
     let names_queue = |object: &Value| {
         !opted_in
             && !owned_by_ray_job
-            && rules::label(&rules::labels(object), keys::QUEUE_LABEL).is_some()
+            && keys::value_in(&rules::labels(object), keys::QUEUE_LABEL).is_some()
     };
     let scope_for = |policy_checked: bool| rules::Scope {
         kind,
@@ -238,7 +238,7 @@ pub fn review_ray_object(review: RayObjectReview<'_>) -> Admission {
 
     let mut findings = Vec::new();
     let mut patch = None;
-    let queue = match rules::label(&object_labels, keys::QUEUE_LABEL) {
+    let queue = match keys::value_in(&object_labels, keys::QUEUE_LABEL) {
         Some(queue) => rules::QueueChoice::Label(queue.to_string()),
         None if governed && operation == Operation::Create => {
             let annotations = namespace.annotations.as_ref().unwrap_or(&empty);
@@ -261,7 +261,7 @@ pub fn review_ray_object(review: RayObjectReview<'_>) -> Admission {
     let new_findings = rules::evaluate(&scope, object, &queue);
     match old {
         Some(old) => {
-            let old_queue = match rules::label(&rules::labels(&old), keys::QUEUE_LABEL) {
+            let old_queue = match keys::value_in(&rules::labels(&old), keys::QUEUE_LABEL) {
                 Some(queue) => rules::QueueChoice::Label(queue.to_string()),
                 None => rules::QueueChoice::Unset,
             };

@@ -202,14 +202,6 @@ pub(super) fn string_entries(object: &Value, pointer: &str) -> BTreeMap<String, 
         .unwrap_or_default()
 }
 
-/// A non-empty label value.
-pub(super) fn label<'a>(labels: &'a BTreeMap<String, String>, key: &str) -> Option<&'a str> {
-    labels
-        .get(key)
-        .map(String::as_str)
-        .filter(|v| !v.is_empty())
-}
-
 /// The default queue of a namespace: its annotation, else the first matching policy's
 /// `defaultQueue`.
 pub(super) fn default_queue(
@@ -217,7 +209,7 @@ pub(super) fn default_queue(
     policies: &[&QueuePolicy],
     findings: &mut Vec<Finding>,
 ) -> QueueChoice {
-    if let Some(queue) = label(annotations, keys::NAMESPACE_QUEUE_ANNOTATION) {
+    if let Some(queue) = keys::value_in(annotations, keys::NAMESPACE_QUEUE_ANNOTATION) {
         return QueueChoice::Namespace(queue.to_string());
     }
     let mut defaults = policies.iter().filter_map(|p| {
@@ -330,7 +322,10 @@ pub(super) fn transition_rules(scope: &Scope<'_>, old: &Value, new: &Value) -> V
                     PRIORITY_LABEL_IMMUTABLE,
                 ),
             ] {
-                let (before, after) = (label(&old_labels, key), label(&new_labels, key));
+                let (before, after) = (
+                    keys::value_in(&old_labels, key),
+                    keys::value_in(&new_labels, key),
+                );
                 if before != after {
                     findings.push(Finding::error(
                         rule,
@@ -378,7 +373,7 @@ fn kind_name(kind: RayKind) -> &'static str {
 
 /// Foundation, Volcano and policy rules on one object with its (possibly defaulted) queue.
 pub(super) fn evaluate(scope: &Scope<'_>, object: Value, queue: &QueueChoice) -> Vec<Finding> {
-    let priority = label(&labels(&object), keys::PRIORITY_CLASS_LABEL).map(str::to_string);
+    let priority = keys::value_in(&labels(&object), keys::PRIORITY_CLASS_LABEL).map(str::to_string);
     let selector = scope.kind == RayKind::RayJob
         && object
             .pointer("/spec/clusterSelector")

@@ -538,13 +538,6 @@ fn replica_name(cluster: &RayCluster, group: &str, index: u32) -> String {
     format!("{group}-{suffix}")
 }
 
-fn label_of<'p>(pod: &'p Pod, key: &str) -> Option<&'p str> {
-    (pod.metadata.labels.as_ref())
-        .and_then(|l| l.get(key))
-        .map(String::as_str)
-        .filter(|v| !v.is_empty())
-}
-
 /// Deletions for one worker group; returns the Pods to create (a replica slot each in a
 /// multi-host group, `None` in a single-host one).
 fn worker_group_actions(
@@ -623,13 +616,16 @@ fn multi_host_actions(
     actions: &mut Vec<Action>,
 ) -> Vec<Option<ReplicaSlot>> {
     let hosts = u32::try_from(hosts).unwrap_or(1);
-    let (labelled, mut unlabelled): (Vec<&Pod>, Vec<&Pod>) = remaining
-        .into_iter()
-        .partition(|pod| label_of(pod, keys::REPLICA_NAME_LABEL).is_some());
+    let (labelled, mut unlabelled): (Vec<&Pod>, Vec<&Pod>) =
+        remaining.into_iter().partition(|pod| {
+            keys::value_in(pod.metadata.labels.as_ref(), keys::REPLICA_NAME_LABEL).is_some()
+        });
     let adopted = adopt_into_replicas(cluster, group, hosts, &labelled, &mut unlabelled, actions);
     let mut replicas: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
     for pod in labelled.into_iter().chain(&adopted) {
-        if let Some(replica) = label_of(pod, keys::REPLICA_NAME_LABEL) {
+        if let Some(replica) =
+            keys::value_in(pod.metadata.labels.as_ref(), keys::REPLICA_NAME_LABEL)
+        {
             replicas.entry(replica).or_default().push(pod);
         }
     }
@@ -667,14 +663,20 @@ fn multi_host_actions(
     let mut creates = Vec::new();
     let mut used: BTreeSet<u32> = BTreeSet::new();
     for (name, pods) in &replicas {
-        let index = pods
-            .iter()
-            .find_map(|p| label_of(p, keys::REPLICA_INDEX_LABEL)?.parse::<u32>().ok());
+        let index = pods.iter().find_map(|p| {
+            keys::value_in(p.metadata.labels.as_ref(), keys::REPLICA_INDEX_LABEL)?
+                .parse::<u32>()
+                .ok()
+        });
         let Some(index) = index else { continue };
         used.insert(index);
         let present: BTreeSet<u32> = pods
             .iter()
-            .filter_map(|p| label_of(p, keys::HOST_INDEX_LABEL)?.parse().ok())
+            .filter_map(|p| {
+                keys::value_in(p.metadata.labels.as_ref(), keys::HOST_INDEX_LABEL)?
+                    .parse()
+                    .ok()
+            })
             .collect();
         let missing = (hosts as usize).saturating_sub(pods.len());
         creates.extend(
@@ -724,7 +726,11 @@ fn adopt_into_replicas(
 ) -> Vec<Pod> {
     let mut used: BTreeSet<u32> = labelled
         .iter()
-        .filter_map(|p| label_of(p, keys::REPLICA_INDEX_LABEL)?.parse().ok())
+        .filter_map(|p| {
+            keys::value_in(p.metadata.labels.as_ref(), keys::REPLICA_INDEX_LABEL)?
+                .parse()
+                .ok()
+        })
         .collect();
     unlabelled.sort_by(|a, b| {
         let key = |p: &Pod| {

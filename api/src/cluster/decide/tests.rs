@@ -908,7 +908,11 @@ fn replicas_of(pods: &[Pod]) -> Vec<(String, String, String)> {
         .iter()
         .filter(|p| node_type(p) == Some("worker"))
         .map(|p| {
-            let label = |k: &str| label_of(p, k).unwrap_or("-").to_string();
+            let label = |k: &str| {
+                keys::value_in(p.metadata.labels.as_ref(), k)
+                    .unwrap_or("-")
+                    .to_string()
+            };
             (
                 label(keys::REPLICA_NAME_LABEL),
                 label(keys::REPLICA_INDEX_LABEL),
@@ -963,8 +967,9 @@ fn a_lost_host_is_replaced_in_its_replica_and_scaling_down_removes_whole_replica
     let lost = pods
         .iter()
         .position(|p| {
-            label_of(p, keys::HOST_INDEX_LABEL) == Some("1")
-                && label_of(p, keys::REPLICA_INDEX_LABEL) == Some("1")
+            keys::value_in(p.metadata.labels.as_ref(), keys::HOST_INDEX_LABEL) == Some("1")
+                && keys::value_in(p.metadata.labels.as_ref(), keys::REPLICA_INDEX_LABEL)
+                    == Some("1")
         })
         .expect("host 1 of replica 1");
     pods.remove(lost);
@@ -990,8 +995,8 @@ fn a_lost_host_is_replaced_in_its_replica_and_scaling_down_removes_whole_replica
         .collect();
     assert_eq!(gone.len(), 2);
     assert_eq!(
-        label_of(gone[0], keys::REPLICA_NAME_LABEL),
-        label_of(gone[1], keys::REPLICA_NAME_LABEL)
+        keys::value_in(gone[0].metadata.labels.as_ref(), keys::REPLICA_NAME_LABEL),
+        keys::value_in(gone[1].metadata.labels.as_ref(), keys::REPLICA_NAME_LABEL)
     );
     assert!(created(&p).is_empty());
 }
@@ -1056,7 +1061,9 @@ fn multi_host_pods_in_no_replica_are_labelled_into_replicas_where_they_run() {
     converge(&c, &mut pods);
     let stray = pods
         .iter_mut()
-        .find(|p| label_of(p, keys::REPLICA_INDEX_LABEL) == Some("1"))
+        .find(|p| {
+            keys::value_in(p.metadata.labels.as_ref(), keys::REPLICA_INDEX_LABEL) == Some("1")
+        })
         .expect("a Pod of replica 1");
     let stray_name = stray.metadata.name.clone().expect("name");
     let labels = stray.metadata.labels.as_mut().expect("labels");
@@ -1064,7 +1071,7 @@ fn multi_host_pods_in_no_replica_are_labelled_into_replicas_where_they_run() {
     labels.remove(keys::REPLICA_INDEX_LABEL);
     labels.remove(keys::HOST_INDEX_LABEL);
     pods.retain(|p| {
-        label_of(p, keys::REPLICA_INDEX_LABEL) != Some("1")
+        keys::value_in(p.metadata.labels.as_ref(), keys::REPLICA_INDEX_LABEL) != Some("1")
             || p.metadata.name.as_deref() == Some(&stray_name)
     });
     let p = plan(&c, &pods, Some(&service(&c)), None, false);
