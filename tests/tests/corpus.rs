@@ -5,44 +5,12 @@
 //! (`# api-server-rejects:`, `tests/corpus/README.md`). Nothing is stored.
 //! Run inside the environment: `tests/env/control-plane exec -- cargo test -p raygate-e2e --test corpus`.
 
-use kube::api::{Api, DynamicObject, GroupVersionKind, PostParams};
-use kube::discovery::{Scope, pinned_kind};
 use raygate_api::check::check_object;
 use raygate_api::keys::RECONCILER_LABEL;
 use raygate_api::validation::ReconcilerKind;
-use raygate_e2e::corpus::{Manifest, manifests, object_key};
+use raygate_e2e::corpus::{Manifest, dry_run_create, manifests, object_key};
 use raygate_e2e::{Env, TestNamespace};
 use serde_json::Value;
-
-/// What the API server answered a dry-run create: `Ok` when it accepted the object, `Err` with
-/// its message when it refused it (a 4xx status).
-async fn dry_run_create(ns: &TestNamespace, object: &Value) -> Result<(), String> {
-    let api_version = object["apiVersion"].as_str().unwrap_or_default();
-    let kind = object["kind"].as_str().unwrap_or_default();
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let gvk = GroupVersionKind::gvk(group, version, kind);
-    let (resource, capabilities) = pinned_kind(&ns.client(), &gvk)
-        .await
-        .unwrap_or_else(|e| panic!("the API server does not serve {api_version} {kind}: {e}"));
-    let mut object = object.clone();
-    // Namespaced objects go into the test's namespace, whatever the file says.
-    let api = if capabilities.scope == Scope::Cluster {
-        Api::<DynamicObject>::all_with(ns.client(), &resource)
-    } else {
-        object["metadata"]["namespace"] = Value::String(ns.name().to_string());
-        Api::<DynamicObject>::namespaced_with(ns.client(), ns.name(), &resource)
-    };
-    let object: DynamicObject = serde_json::from_value(object).expect("an object");
-    let params = PostParams {
-        dry_run: true,
-        field_manager: Some("raygate-e2e".into()),
-    };
-    match api.create(&params, &object).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if (400..500).contains(&status.code) => Err(status.message),
-        Err(e) => panic!("asking the API server about {api_version} {kind}: {e}"),
-    }
-}
 
 /// Whether raygate accepts the object: other kinds are not checked, so accepted.
 fn raygate_accepts(manifest: &Manifest, object: &Value) -> bool {

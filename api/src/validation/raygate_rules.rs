@@ -123,6 +123,18 @@ pub const UNSUPPORTED_INGRESS: &str = "unsupported-ingress";
 /// not provision Ray auth tokens.
 pub const UNSUPPORTED_TOKEN_AUTH: &str = "unsupported-token-auth";
 
+/// The rules that refuse a feature raygate's own reconciler does not run (`--reconciler raygate`
+/// only): each names the field and says to run the object with KubeRay or remove the field.
+pub const UNSUPPORTED_BY_RAYGATE_RECONCILER: [&str; 7] = [
+    UNSUPPORTED_IN_TREE_AUTOSCALING,
+    UNSUPPORTED_GCS_FAULT_TOLERANCE,
+    UNSUPPORTED_TLS,
+    UNSUPPORTED_HISTORY_SERVER,
+    UNSUPPORTED_NETWORK_POLICY,
+    UNSUPPORTED_INGRESS,
+    UNSUPPORTED_TOKEN_AUTH,
+];
+
 /// Every raygate rule name, in catalogue order.
 pub const ALL: [&str; 25] = [
     WORKER_GROUP_DUPLICATE_NAME,
