@@ -8,16 +8,21 @@
 //! for people, never an input of a decision, so one that cannot be published is logged and
 //! dropped, as before.
 //!
-//! Only Warnings go through one [`Recorder`] that makes a repeat into a series. kube's
-//! `Recorder` takes an Event for a repeat of an earlier one when type, reason, action and object
+//! Only a Warning that repeats an earlier one word for word becomes a series. kube's
+//! [`Recorder`] takes an Event for a repeat of an earlier one when type, reason, action and object
 //! are the same, whatever its note says, and patches the earlier Event's count instead of
 //! recording the new note; it keeps every Event it published for six minutes to find them.
-//! A cluster's second `CreatedWorkerPod` would then show the first Pod's name, and a burst of
-//! creations would keep thousands of Events in memory. Normal Events each record one fact
-//! (a created or deleted object, a finished run), so each is published on its own.
+//! A cluster's second `CreatedWorkerPod` would then show the first Pod's name, a spec fixed into
+//! a different mistake would show the old `InvalidSpec` message with a count of 2, and a burst of
+//! creations would keep thousands of Events in memory. So Normal Events (each records one fact:
+//! a created or deleted object, a finished run) each get a `Recorder` that remembers nothing, and
+//! Warnings one per object, reason and note ([`WarningSeries`]), as client-go's correlator
+//! counts only identical messages.
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -41,6 +46,69 @@ struct Queued {
     regarding: ObjectReference,
 }
 
+/// How long a Warning's repeats join its series after the last one: the six minutes kube's
+/// `Recorder` keeps a published Event to find its repeats.
+const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
+
+/// What makes a Warning the repeat of an earlier one: the same object, reason and note.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct SeriesKey {
+    namespace: Option<String>,
+    kind: Option<String>,
+    name: Option<String>,
+    uid: Option<String>,
+    reason: String,
+    note: Option<String>,
+}
+
+/// The `Recorder`s of Warnings, one per [`SeriesKey`] seen within [`SERIES_WINDOW`], with when
+/// each was last used.
+#[derive(Clone)]
+struct WarningSeries {
+    client: Client,
+    reporter: Reporter,
+    recorders: Arc<Mutex<HashMap<SeriesKey, (Recorder, Instant)>>>,
+}
+
+impl WarningSeries {
+    fn new(client: Client, reporter: Reporter) -> Self {
+        Self {
+            client,
+            reporter,
+            recorders: Arc::default(),
+        }
+    }
+
+    /// The `Recorder` that makes `queued` a repeat of the Warnings with its key, and only of
+    /// those. Keys unused for [`SERIES_WINDOW`] are forgotten, as the `Recorder` forgets their
+    /// Events.
+    fn recorder(&self, queued: &Queued) -> Recorder {
+        let key = SeriesKey {
+            namespace: queued.regarding.namespace.clone(),
+            kind: queued.regarding.kind.clone(),
+            name: queued.regarding.name.clone(),
+            uid: queued.regarding.uid.clone(),
+            reason: queued.event.reason.clone(),
+            note: queued.event.note.clone(),
+        };
+        let now = Instant::now();
+        // A poisoned lock only means another publish panicked; the map is still whole.
+        let mut recorders = self
+            .recorders
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        recorders.retain(|_, (_, used)| now.duration_since(*used) < SERIES_WINDOW);
+        let (recorder, used) = recorders.entry(key).or_insert_with(|| {
+            (
+                Recorder::new(self.client.clone(), self.reporter.clone()),
+                now,
+            )
+        });
+        *used = now;
+        recorder.clone()
+    }
+}
+
 /// Where passes queue their Events (cheap to clone: one channel).
 #[derive(Clone)]
 pub(crate) struct EventSink {
@@ -57,10 +125,10 @@ impl EventSink {
     ) -> (Self, impl Future<Output = ()> + Send + 'static) {
         let (sender, mut receiver) = mpsc::channel::<Queued>(QUEUE);
         let queued = futures::stream::poll_fn(move |cx| receiver.poll_recv(cx));
-        let warnings = Recorder::new(client.clone(), reporter.clone());
+        let warnings = WarningSeries::new(client.clone(), reporter.clone());
         let publish = queued.for_each_concurrent(IN_FLIGHT, move |queued: Queued| {
             let recorder = match queued.event.type_ {
-                EventType::Warning => warnings.clone(),
+                EventType::Warning => warnings.recorder(&queued),
                 // A Recorder of its own remembers nothing, so the Event is created as it is.
                 EventType::Normal => Recorder::new(client.clone(), reporter.clone()),
             };
@@ -88,8 +156,6 @@ impl EventSink {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex};
-
     use super::*;
     use http_body_util::{BodyExt, Full};
     use hyper::body::Bytes;
@@ -203,6 +269,43 @@ mod tests {
         let methods: Vec<&str> = requests.iter().map(|(m, _)| m.as_str()).collect();
         assert_eq!(methods, ["POST", "PATCH"]);
         assert_eq!(requests[1].1["series"]["count"], 2);
+    }
+
+    #[tokio::test]
+    async fn a_warning_with_another_note_is_an_event_of_its_own() {
+        let invalid = |note: &str| Event {
+            type_: EventType::Warning,
+            note: Some(note.into()),
+            ..event("InvalidSpec")
+        };
+        let requests = published(vec![
+            invalid("spec.headGroupSpec: Required value"),
+            invalid("spec.workerGroupSpecs[0].groupName: Required value"),
+            invalid("spec.headGroupSpec: Required value"),
+        ])
+        .await;
+        let seen: Vec<(&str, &str, i64)> = requests
+            .iter()
+            .map(|(method, body)| {
+                (
+                    method.as_str(),
+                    body["note"].as_str().unwrap_or_default(),
+                    body["series"]["count"].as_i64().unwrap_or(1),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("POST", "spec.headGroupSpec: Required value", 1),
+                (
+                    "POST",
+                    "spec.workerGroupSpecs[0].groupName: Required value",
+                    1
+                ),
+                ("PATCH", "spec.headGroupSpec: Required value", 2),
+            ]
+        );
     }
 
     #[tokio::test]
