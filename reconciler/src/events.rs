@@ -157,9 +157,7 @@ impl EventSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http_body_util::{BodyExt, Full};
-    use hyper::body::Bytes;
-    use hyper::{Request, Response};
+    use crate::fake_api::{Log, Seen, fake_api};
 
     fn event(reason: &str) -> Event {
         Event {
@@ -186,30 +184,13 @@ mod tests {
         }
     }
 
-    /// The requests a fake API server got: method and body.
-    type Requests = Arc<Mutex<Vec<(String, String)>>>;
-
-    /// An API server that answers every request with its body, and the requests it got; a
-    /// body that names `Refused` gets a 500.
-    fn echoing_api() -> (Client, Requests) {
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let log = requests.clone();
-        let service = tower::service_fn(move |request: Request<kube::client::Body>| {
-            let log = log.clone();
-            async move {
-                let method = request.method().to_string();
-                let body = request.into_body().collect().await?.to_bytes();
-                let body = String::from_utf8_lossy(&body).into_owned();
-                let refused = body.contains("Refused");
-                log.lock().expect("lock").push((method, body.clone()));
-                Response::builder()
-                    .status(if refused { 500 } else { 201 })
-                    .header("content-type", "application/json")
-                    .body(Full::new(Bytes::from(body)))
-                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
-            }
-        });
-        (Client::new(service, "default"), requests)
+    /// An API server that answers every request with its body; a body that names `Refused`
+    /// gets a 500.
+    fn echoing_api() -> (Client, Log) {
+        fake_api(|(_, _, body): &Seen| {
+            let code = if body.contains("Refused") { 500 } else { 201 };
+            (code, body.clone())
+        })
     }
 
     /// Records `events` one after the other and returns the requests that published them.
@@ -234,7 +215,7 @@ mod tests {
         let requests = requests.lock().expect("lock");
         requests
             .iter()
-            .map(|(method, body)| (method.clone(), serde_json::from_str(body).expect("JSON")))
+            .map(|(method, _, body)| (method.clone(), serde_json::from_str(body).expect("JSON")))
             .collect()
     }
 
@@ -327,7 +308,7 @@ mod tests {
             .lock()
             .expect("lock")
             .iter()
-            .filter_map(|(_, body)| {
+            .filter_map(|(_, _, body)| {
                 serde_json::from_str::<serde_json::Value>(body).ok()?["reason"]
                     .as_str()
                     .map(str::to_string)

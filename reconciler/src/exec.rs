@@ -456,53 +456,24 @@ impl Writer {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
-
-    use http_body_util::{BodyExt, Full};
-    use hyper::body::Bytes;
-    use hyper::{Request, Response};
     use k8s_openapi::api::core::v1::ConfigMap;
     use raygate_api::lifecycle::Action as RayJobAction;
 
     use super::*;
-
-    /// A request the fake API server saw: method, path and query, body.
-    type Seen = (String, String, String);
+    use crate::fake_api::{self, Log, Seen, echo, refusal};
 
     /// A fake API server: answers every request but Events (201) with `status` and records
     /// what it was asked.
-    fn fake_api(status: u16) -> (Client, Arc<Mutex<Vec<Seen>>>) {
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let log = seen.clone();
-        let service = tower::service_fn(move |request: Request<kube::client::Body>| {
-            let log = log.clone();
-            async move {
-                let method = request.method().to_string();
-                let uri = request.uri().to_string();
-                let body = request.into_body().collect().await?.to_bytes();
-                let body = String::from_utf8_lossy(&body).into_owned();
-                let code = if uri.contains("/events") { 201 } else { status };
-                log.lock().expect("lock").push((method, uri, body.clone()));
-                let answer = if code < 300 {
-                    // Echo the object written, as the API server answers a create or patch.
-                    if body.starts_with('{') {
-                        body
-                    } else {
-                        String::from("{}")
-                    }
-                } else {
-                    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                           "reason": "Refused", "message": "refused", "code": code})
-                    .to_string()
-                };
-                Response::builder()
-                    .status(code)
-                    .header("content-type", "application/json")
-                    .body(Full::new(Bytes::from(answer)))
-                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
-            }
-        });
-        (Client::new(service, "default"), seen)
+    fn fake_api(status: u16) -> (Client, Log) {
+        fake_api::fake_api(move |(_, uri, body): &Seen| {
+            let code = if uri.contains("/events") { 201 } else { status };
+            let answer = if code < 300 {
+                echo(body)
+            } else {
+                refusal(code)
+            };
+            (code, answer)
+        })
     }
 
     /// Publishes a test writer's queued Events; ends once the writer is dropped.
@@ -727,42 +698,23 @@ mod tests {
 
     /// A fake API server whose PodGroup CRD has no `subGroupPolicy`: it answers a PodGroup
     /// create or patch with the object written, less that field (as structural pruning does).
-    fn pruning_api() -> (Client, Arc<Mutex<Vec<Seen>>>) {
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let log = seen.clone();
-        let service = tower::service_fn(move |request: Request<kube::client::Body>| {
-            let log = log.clone();
-            async move {
-                let method = request.method().to_string();
-                let uri = request.uri().to_string();
-                let body = request.into_body().collect().await?.to_bytes();
-                let body = String::from_utf8_lossy(&body).into_owned();
-                log.lock()
-                    .expect("lock")
-                    .push((method, uri.clone(), body.clone()));
-                let answer = if uri.contains("/events") {
-                    body
-                } else {
-                    let mut pg = serde_json::to_value(pod_group()).expect("JSON");
-                    if let Ok(written) = serde_json::from_str::<Value>(&body)
-                        && written.is_object()
-                    {
-                        pg = written;
-                    }
-                    pg["spec"]
-                        .as_object_mut()
-                        .map(|spec| spec.remove("subGroupPolicy"));
-                    pg["spec"]["minMember"] = json!(3);
-                    pg.to_string()
-                };
-                Response::builder()
-                    .status(if uri.contains("/events") { 201 } else { 200 })
-                    .header("content-type", "application/json")
-                    .body(Full::new(Bytes::from(answer)))
-                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
+    fn pruning_api() -> (Client, Log) {
+        fake_api::fake_api(|(_, uri, body): &Seen| {
+            if uri.contains("/events") {
+                return (201, body.clone());
             }
-        });
-        (Client::new(service, "default"), seen)
+            let mut pg = serde_json::to_value(pod_group()).expect("JSON");
+            if let Ok(written) = serde_json::from_str::<Value>(body)
+                && written.is_object()
+            {
+                pg = written;
+            }
+            pg["spec"]
+                .as_object_mut()
+                .map(|spec| spec.remove("subGroupPolicy"));
+            pg["spec"]["minMember"] = json!(3);
+            (200, pg.to_string())
+        })
     }
 
     fn policy() -> Vec<SubGroupPolicySpec> {

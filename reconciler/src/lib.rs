@@ -23,6 +23,8 @@ pub mod controllers;
 pub mod dashboard;
 pub(crate) mod events;
 pub(crate) mod exec;
+#[cfg(test)]
+pub(crate) mod fake_api;
 pub mod first_passes;
 pub mod freshness;
 pub mod http;
