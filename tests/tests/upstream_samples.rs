@@ -9,25 +9,38 @@
 //! * `ray.io/v1 → v1alpha1 → v1` gives each object back unchanged;
 //! * on the real API server, with raygate's CRDs and webhook: every object is admitted where
 //!   KubeRay runs it, and exactly those raygate accepts where raygate's reconciler runs it; and a
-//!   stored object written back through `v1alpha1` reads as it was.
+//!   stored object written back through `v1alpha1` reads as it was;
+//! * KubeRay's Volcano samples, applied unchanged with `kubectl apply` in a namespace opted into
+//!   Volcano, run under raygate's reconciler as a gang in the queue they name, their PodGroup the
+//!   one `raygate podgroup` prints for the same file.
 //!
 //! The samples are read where the build put them, never copied into the repository. Run inside
 //! the environment: `tests/env/control-plane exec -- cargo test -p raygate-e2e --test upstream_samples`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
+};
 use raygate_api::check::{check_object, ray_kind};
 use raygate_api::conversion::{RayVersion, convert};
 use raygate_api::finding::Severity;
 use raygate_api::input::parse_documents;
-use raygate_api::keys::RECONCILER_LABEL;
+use raygate_api::keys::{
+    NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE, POD_GROUP_ANNOTATION, RAY_CLUSTER_LABEL,
+    RAY_NODE_TYPE_LABEL, RECONCILER_LABEL, TASK_SPEC_ANNOTATION,
+};
+use raygate_api::ray::v1::{RayCluster, RayJob};
 use raygate_api::sizing::SizingError;
 use raygate_api::validation::raygate_rules::UNSUPPORTED_BY_RAYGATE_RECONCILER;
 use raygate_api::validation::{ReconcilerKind, ValidationContext};
+use raygate_api::volcano::{PodGroup, Queue};
+use raygate_e2e::cleanup::delete_on_drop;
 use raygate_e2e::corpus::{dry_run_create, object_key};
-use raygate_e2e::{Env, TestNamespace};
+use raygate_e2e::{Env, TestNamespace, kubectl};
 use serde_json::{Value, json};
 
 /// Fewer Ray objects than this means the samples were not found where they should be: KubeRay
@@ -262,4 +275,177 @@ async fn a_stored_kuberay_sample_written_back_through_v1alpha1_reads_as_it_was()
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// KubeRay's two Volcano samples: a Queue (`kuberay-test-queue`) and a RayCluster or a RayJob
+/// (with its ConfigMap) labelled `ray.io/scheduler-name: volcano` and
+/// `volcano.sh/queue-name: kuberay-test-queue`.
+const VOLCANO_SAMPLES: [&str; 2] = [
+    "ray-cluster.volcano-scheduler-queue.yaml",
+    "ray-job.volcano-scheduler-queue.yaml",
+];
+
+/// How long a sample's gang may take to be scheduled and run on the kwok nodes.
+const GANG_RUNS: Duration = Duration::from_secs(120);
+
+/// The Queue the Volcano samples name, deleted when the test ends.
+struct SampleQueue {
+    config: kube::Config,
+    name: String,
+}
+
+impl Drop for SampleQueue {
+    fn drop(&mut self) {
+        delete_on_drop::<Queue>(&self.config, &self.name);
+    }
+}
+
+/// The one Ray object of a sample file and the PodGroup `raygate podgroup` makes of it.
+fn ray_object_and_pod_group(path: &Path) -> (Value, PodGroup) {
+    let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let name = path.display().to_string();
+    let object = (parse_documents(&name, &text).unwrap_or_else(|e| panic!("{e}")))
+        .into_iter()
+        .map(|doc| doc.value)
+        .find(|object| ray_kind(object).is_some())
+        .unwrap_or_else(|| panic!("{name}: no RayJob or RayCluster"));
+    let checked =
+        check_object(object.clone(), &context(ReconcilerKind::Raygate)).expect("a Ray object");
+    let group = (checked.pod_group())
+        .unwrap_or_else(|| panic!("{name}: not readable as ray.io/v1"))
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    (object, group)
+}
+
+/// The name of the RayCluster whose Pods `object` (a RayCluster, or a RayJob once it has one)
+/// runs, if it is known yet.
+async fn cluster_of(ns: &TestNamespace, object: &Value) -> anyhow::Result<Option<String>> {
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    if object["kind"] == "RayCluster" {
+        return Ok(Some(name.to_owned()));
+    }
+    let job = ns.api::<RayJob>().get(name).await?;
+    Ok(job
+        .status
+        .and_then(|s| s.ray_cluster_name)
+        .filter(|n| !n.is_empty()))
+}
+
+#[tokio::test]
+async fn kuberays_volcano_samples_applied_unchanged_run_as_a_gang_in_their_queue() {
+    let env = Env::load();
+    let dir = PathBuf::from(env.var("RAYGATE_KUBERAY_SAMPLES"));
+    // Dropped after the namespace (declared first), so no PodGroup is left in the queue.
+    let _queue = SampleQueue {
+        config: env.kube_config().await,
+        name: "kuberay-test-queue".into(),
+    };
+    let ns = TestNamespace::with_labels(
+        &env,
+        "samples-volcano",
+        &[
+            (NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE),
+            (RECONCILER_LABEL, "raygate"),
+        ],
+    )
+    .await;
+    for sample in VOLCANO_SAMPLES {
+        let path = dir.join(sample);
+        let (object, expected) = ray_object_and_pod_group(&path);
+        let kind = object["kind"].as_str().unwrap_or_default().to_owned();
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let file = path.display().to_string();
+        // As users apply it: the file as it is, Queue and ConfigMap included.
+        kubectl::stdout(&["apply", "-n", ns.name(), "-f", &file]).await;
+
+        let group_name = expected.metadata.name.clone().expect("a PodGroup name");
+        let group = ns
+            .wait_for(&format!("PodGroup {group_name}"), GANG_RUNS, || async {
+                Ok(ns.api::<PodGroup>().get_opt(&group_name).await?)
+            })
+            .await;
+        assert_eq!(
+            (group.spec.queue.as_deref(), group.spec.min_member),
+            (Some("kuberay-test-queue"), Some(3)),
+            "{sample}: the gang is the head and two workers, in the queue the sample names"
+        );
+        assert_eq!(
+            group.spec.min_resources, expected.spec.min_resources,
+            "{sample}: the PodGroup in the cluster is the one `raygate podgroup` prints"
+        );
+
+        let cluster = ns
+            .wait_for(
+                &format!("the RayCluster of {kind} {name}"),
+                GANG_RUNS,
+                || cluster_of(&ns, &object),
+            )
+            .await;
+        let selector = format!("{RAY_CLUSTER_LABEL}={cluster},{RAY_NODE_TYPE_LABEL}");
+        let params = ListParams::default().labels(&selector);
+        let pods = ns
+            .wait_for(
+                &format!("3 Running Pods of {cluster}"),
+                GANG_RUNS,
+                || async {
+                    let pods = ns.api::<Pod>().list(&params).await?.items;
+                    let running = pods
+                        .iter()
+                        .filter(|p| {
+                            p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                        })
+                        .count();
+                    Ok((running == 3).then_some(pods))
+                },
+            )
+            .await;
+        for pod in &pods {
+            let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+            let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+            assert_eq!(
+                pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref()),
+                Some("volcano"),
+                "{sample}: Pod {pod_name}"
+            );
+            assert_eq!(
+                annotations.get(POD_GROUP_ANNOTATION),
+                Some(&group_name),
+                "{sample}: Pod {pod_name}"
+            );
+            assert!(
+                annotations.contains_key(TASK_SPEC_ANNOTATION),
+                "{sample}: Pod {pod_name} has no {TASK_SPEC_ANNOTATION}"
+            );
+        }
+        // Out of the queue (capability 4 CPUs) before the next sample's gang of 3 comes.
+        let deleted = match kind.as_str() {
+            "RayJob" => ns
+                .api::<RayJob>()
+                .delete(&name, &DeleteParams::default())
+                .await
+                .map(drop),
+            _ => (ns.api::<RayCluster>())
+                .delete(&name, &DeleteParams::default())
+                .await
+                .map(drop),
+        };
+        deleted.unwrap_or_else(|e| panic!("{sample}: deleting {kind} {name}: {e}"));
+        ns.wait_for(
+            &format!("the Pods of {cluster} gone"),
+            GANG_RUNS,
+            || async {
+                Ok(ns
+                    .api::<Pod>()
+                    .list(&params)
+                    .await?
+                    .items
+                    .is_empty()
+                    .then_some(()))
+            },
+        )
+        .await;
+    }
 }
