@@ -36,5 +36,7 @@ pub mod ray;
 pub mod runtime_env;
 pub mod settings;
 pub mod sizing;
+#[cfg(test)]
+pub(crate) mod test_support;
 pub mod validation;
 pub mod volcano;

@@ -65,6 +65,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     use super::*;
+    use crate::test_support::managed;
 
     #[test]
     fn only_the_node_name_of_the_spec_is_kept_and_metadata_and_status_stay_whole() {
@@ -108,17 +109,6 @@ mod tests {
         let mut pod = Pod::default();
         keep_what_decisions_read(&mut pod);
         assert_eq!(pod, Pod::default());
-    }
-
-    fn managed(manager: &str, fields: Value) -> ManagedFieldsEntry {
-        ManagedFieldsEntry {
-            manager: Some(manager.to_string()),
-            operation: Some("Update".to_string()),
-            api_version: Some("scheduling.volcano.sh/v1beta1".to_string()),
-            fields_type: Some("FieldsV1".to_string()),
-            fields_v1: Some(FieldsV1(fields)),
-            ..ManagedFieldsEntry::default()
-        }
     }
 
     #[test]

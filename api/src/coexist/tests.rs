@@ -1,9 +1,10 @@
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use super::*;
+use crate::test_support::managed;
 
 /// Plans compare by their Debug form (PodGroup has no PartialEq).
 macro_rules! assert_plan {
@@ -535,16 +536,6 @@ fn a_rayjobs_cluster_has_no_group_of_its_own() {
         change(Owner::RayCluster(&cluster), &observed(None, None)),
         Change::InSync
     );
-}
-
-fn managed(manager: &str, fields: serde_json::Value) -> ManagedFieldsEntry {
-    ManagedFieldsEntry {
-        manager: Some(manager.to_string()),
-        operation: Some("Update".to_string()),
-        fields_type: Some("FieldsV1".to_string()),
-        fields_v1: Some(FieldsV1(fields)),
-        ..Default::default()
-    }
 }
 
 #[test]
