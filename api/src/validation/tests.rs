@@ -1666,6 +1666,18 @@ fn all_rule_names() -> Vec<String> {
     names
 }
 
+/// The list the sample tests and `--reconciler raygate` users rely on names exactly the rules of
+/// the `unsupported-<feature>` family (module docs), so a new one cannot be left out of it.
+#[test]
+fn the_unsupported_by_raygate_reconciler_list_is_every_unsupported_rule() {
+    use super::raygate_rules::{ALL, UNSUPPORTED_BY_RAYGATE_RECONCILER};
+    let unsupported: Vec<&str> = ALL
+        .into_iter()
+        .filter(|rule| rule.starts_with("unsupported-"))
+        .collect();
+    assert_eq!(unsupported, UNSUPPORTED_BY_RAYGATE_RECONCILER);
+}
+
 #[test]
 fn every_rule_is_tested_and_catalogued() {
     let names = all_rule_names();
