@@ -1,6 +1,7 @@
 //! Deleting a test's cluster-scoped objects when their guards drop.
 
 use std::fmt::Debug;
+use std::marker::PhantomData;
 
 use kube::api::DeleteParams;
 use kube::core::ClusterResourceScope;
@@ -40,5 +41,40 @@ where
         Ok(Ok(())) => {}
         Ok(Err(e)) => eprintln!("deleting test {kind} {name}: {e:#}"),
         Err(_) => eprintln!("deleting test {kind} {name}: the deleting thread panicked"),
+    }
+}
+
+/// A guard for a cluster-scoped object of kind `K` a test made: dropping it deletes the object
+/// with [`delete_on_drop`] (also when the test panics). Guards drop in reverse declaration order,
+/// so one declared before a test's namespace outlives that namespace.
+pub struct DeleteOnDrop<K>
+where
+    K: Resource<Scope = ClusterResourceScope, DynamicType = ()> + Clone + Debug + DeserializeOwned,
+{
+    config: kube::Config,
+    name: String,
+    kind: PhantomData<K>,
+}
+
+impl<K> DeleteOnDrop<K>
+where
+    K: Resource<Scope = ClusterResourceScope, DynamicType = ()> + Clone + Debug + DeserializeOwned,
+{
+    /// Guards the object `name`, deleting it as `config`'s user.
+    pub fn new(config: &kube::Config, name: impl Into<String>) -> Self {
+        DeleteOnDrop {
+            config: config.clone(),
+            name: name.into(),
+            kind: PhantomData,
+        }
+    }
+}
+
+impl<K> Drop for DeleteOnDrop<K>
+where
+    K: Resource<Scope = ClusterResourceScope, DynamicType = ()> + Clone + Debug + DeserializeOwned,
+{
+    fn drop(&mut self) {
+        delete_on_drop::<K>(&self.config, &self.name);
     }
 }

@@ -14,14 +14,14 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use raygate_certs::inject::InjectionTargets;
 use raygate_certs::pki::{self, parse_certificate};
 use raygate_certs::rotation::RotationPolicy;
 use raygate_certs::secret::ROTATE_CA;
 use raygate_certs::{CertResolver, CertTask, SelfManaged, SelfManagedConfig, request_rotation};
-use raygate_e2e::cleanup::delete_on_drop;
+use raygate_e2e::cleanup::{DeleteOnDrop, delete_on_drop};
 use raygate_e2e::pem::certificates;
 use raygate_e2e::{Env, TestNamespace, free_port};
 use rustls::pki_types::CertificateDer;
@@ -531,10 +531,8 @@ async fn a_ca_rotation_under_admission_load_fails_no_admission() {
         .create(&PostParams::default(), &mutating)
         .await
         .expect("creating the MutatingWebhookConfiguration");
-    let _delete_configuration = DeleteOnDrop {
-        name: configuration.clone(),
-        config: env.kube_config().await,
-    };
+    let _delete_configuration =
+        DeleteOnDrop::<MutatingWebhookConfiguration>::new(&env.kube_config().await, &configuration);
 
     let log_path = std::path::Path::new(env.var("RAYGATE_LOGS"))
         .join(format!("raygate-webhook-{}.log", ns.name()));
@@ -689,31 +687,4 @@ async fn a_ca_rotation_under_admission_load_fails_no_admission() {
         new_leaf, old_leaf,
         "the webhook serves a certificate of the new CA"
     );
-}
-
-/// Deletes a MutatingWebhookConfiguration when dropped (also when the test panics).
-struct DeleteOnDrop {
-    name: String,
-    config: kube::Config,
-}
-
-impl Drop for DeleteOnDrop {
-    fn drop(&mut self) {
-        let (name, config) = (self.name.clone(), self.config.clone());
-        let deleted = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            runtime.block_on(async {
-                Api::<MutatingWebhookConfiguration>::all(Client::try_from(config)?)
-                    .delete(&name, &DeleteParams::default())
-                    .await?;
-                anyhow::Ok(())
-            })
-        })
-        .join();
-        if !matches!(deleted, Ok(Ok(()))) {
-            eprintln!("deleting MutatingWebhookConfiguration {} failed", self.name);
-        }
-    }
 }

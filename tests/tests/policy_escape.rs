@@ -14,7 +14,7 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::{Api, Client};
 use raygate_api::keys;
 use raygate_api::queue_policy::{QueuePolicy, QueuePolicySpec};
-use raygate_e2e::cleanup::delete_on_drop;
+use raygate_e2e::cleanup::DeleteOnDrop;
 use raygate_e2e::{Env, TestNamespace};
 use serde_json::{Value, json};
 
@@ -22,20 +22,6 @@ use serde_json::{Value, json};
 const SETTLE: Duration = Duration::from_secs(60);
 /// Label tying the test's namespaces to its policy.
 const MARKER: &str = "e2e.raygate.io/policy-escape";
-
-/// Deletes the test's cluster-scoped objects when dropped.
-struct ClusterScoped {
-    config: kube::Config,
-    name: String,
-}
-
-impl Drop for ClusterScoped {
-    fn drop(&mut self) {
-        delete_on_drop::<QueuePolicy>(&self.config, &self.name);
-        delete_on_drop::<ClusterRoleBinding>(&self.config, &self.name);
-        delete_on_drop::<ClusterRole>(&self.config, &self.name);
-    }
-}
 
 /// A client that acts as `user` in `group` (the admin may impersonate anyone).
 async fn impersonating(env: &Env, user: &str, group: &str) -> Client {
@@ -201,10 +187,13 @@ async fn a_namespace_owner_cannot_escape_queue_policies_and_a_cluster_admin_move
     let plain = TestNamespace::with_labels(&env, "escape-out", &[(MARKER, &marker)]).await;
     let admin = opted_in.client();
     let name = format!("{marker}-owner");
-    let _cleanup = ClusterScoped {
-        config: env.kube_config().await,
-        name: name.clone(),
-    };
+    // The test's cluster-scoped objects, deleted when it ends (a tuple drops its first first).
+    let config = env.kube_config().await;
+    let _cleanup = (
+        DeleteOnDrop::<QueuePolicy>::new(&config, &name),
+        DeleteOnDrop::<ClusterRoleBinding>::new(&config, &name),
+        DeleteOnDrop::<ClusterRole>::new(&config, &name),
+    );
     label(opted_in.name(), &format!("{MARKER}={marker}"), None)
         .await
         .expect("the admin marks the opted-in namespace");

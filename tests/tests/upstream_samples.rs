@@ -19,13 +19,14 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
 };
-use raygate_api::check::{check_object, ray_kind};
+use raygate_api::check::{Checked, check_object, ray_kind};
 use raygate_api::conversion::{RayVersion, convert};
 use raygate_api::finding::Severity;
 use raygate_api::input::parse_documents;
@@ -38,7 +39,7 @@ use raygate_api::sizing::SizingError;
 use raygate_api::validation::raygate_rules::UNSUPPORTED_BY_RAYGATE_RECONCILER;
 use raygate_api::validation::{ReconcilerKind, ValidationContext};
 use raygate_api::volcano::{PodGroup, Queue};
-use raygate_e2e::cleanup::delete_on_drop;
+use raygate_e2e::cleanup::DeleteOnDrop;
 use raygate_e2e::corpus::{dry_run_create, object_key};
 use raygate_e2e::{Env, TestNamespace, kubectl};
 use serde_json::{Value, json};
@@ -54,7 +55,10 @@ struct Sample {
     object: Value,
 }
 
-fn samples(env: &Env) -> Vec<Sample> {
+/// The samples, read once for all the tests of this binary.
+static SAMPLES: LazyLock<Vec<Sample>> = LazyLock::new(|| read_samples(&Env::load()));
+
+fn read_samples(env: &Env) -> Vec<Sample> {
     let dir = PathBuf::from(env.var("RAYGATE_KUBERAY_SAMPLES"));
     let mut files = Vec::new();
     yaml_files(&dir, &mut files);
@@ -103,35 +107,37 @@ fn context(reconciler: ReconcilerKind) -> ValidationContext {
     }
 }
 
-/// The error findings of raygate's check, as `rule field: message`.
-fn errors(object: &Value, reconciler: ReconcilerKind) -> Vec<(String, String)> {
-    let checked = check_object(object.clone(), &context(reconciler)).expect("a Ray object");
-    (checked.report.findings.into_iter())
+/// raygate's check of `object` for `reconciler`.
+fn check(object: &Value, reconciler: ReconcilerKind) -> Checked {
+    check_object(object.clone(), &context(reconciler)).expect("a Ray object")
+}
+
+/// The error findings of a check, as `(rule, "field: message")`.
+fn errors(checked: &Checked) -> Vec<(&str, String)> {
+    (checked.report.findings.iter())
         .filter(|f| f.severity == Severity::Error)
-        .map(|f| (f.rule, format!("{}: {}", f.field, f.message)))
+        .map(|f| (f.rule.as_str(), format!("{}: {}", f.field, f.message)))
         .collect()
 }
 
 #[test]
 fn raygate_refuses_a_kuberay_sample_only_for_a_feature_its_reconciler_does_not_run() {
-    let env = Env::load();
     let mut problems = Vec::new();
     let mut refused_by_raygate = 0;
-    for sample in samples(&env) {
-        for (_, error) in errors(&sample.object, ReconcilerKind::Kuberay) {
+    for sample in SAMPLES.iter() {
+        for (_, error) in errors(&check(&sample.object, ReconcilerKind::Kuberay)) {
             problems.push(format!("{} (KubeRay runs it): {error}", sample.key));
         }
-        let raygate_errors = errors(&sample.object, ReconcilerKind::Raygate);
+        let checked = check(&sample.object, ReconcilerKind::Raygate);
+        let raygate_errors = errors(&checked);
         for (rule, error) in &raygate_errors {
-            if !UNSUPPORTED_BY_RAYGATE_RECONCILER.contains(&rule.as_str()) {
+            if !UNSUPPORTED_BY_RAYGATE_RECONCILER.contains(rule) {
                 problems.push(format!("{} (raygate runs it): {error}", sample.key));
             } else if !error.contains("--reconciler kuberay") {
                 problems.push(format!("{}: {error} does not say what to do", sample.key));
             }
         }
         if raygate_errors.is_empty() {
-            let checked = check_object(sample.object.clone(), &context(ReconcilerKind::Raygate))
-                .expect("a Ray object");
             match checked.pod_group() {
                 // Its Pods are the selected cluster's, gang-scheduled with that cluster.
                 Some(Ok(_)) | Some(Err(SizingError::ClusterSelector(_))) => {}
@@ -152,9 +158,8 @@ fn raygate_refuses_a_kuberay_sample_only_for_a_feature_its_reconciler_does_not_r
 
 #[test]
 fn every_kuberay_sample_converts_to_v1alpha1_and_back_unchanged() {
-    let env = Env::load();
     let mut problems = Vec::new();
-    for sample in samples(&env) {
+    for sample in SAMPLES.iter() {
         let round_trip = convert(sample.object.clone(), RayVersion::V1alpha1)
             .and_then(|old| convert(old, RayVersion::V1));
         match round_trip {
@@ -182,14 +187,14 @@ async fn the_api_server_admits_every_kuberay_sample_raygate_accepts() {
         TestNamespace::with_labels(&env, "samples-raygate", &[(RECONCILER_LABEL, "raygate")]).await;
     let mut problems = Vec::new();
     let mut refused = 0;
-    for sample in samples(&env) {
+    for sample in SAMPLES.iter() {
         if let Err(message) = dry_run_create(&kuberay, &sample.object).await {
             problems.push(format!(
                 "{} (KubeRay runs it): refused: {message}",
                 sample.key
             ));
         }
-        let accepted = errors(&sample.object, ReconcilerKind::Raygate).is_empty();
+        let accepted = errors(&check(&sample.object, ReconcilerKind::Raygate)).is_empty();
         match (accepted, dry_run_create(&own, &sample.object).await) {
             (true, Ok(())) => {}
             (false, Err(_)) => refused += 1,
@@ -237,8 +242,8 @@ async fn a_stored_kuberay_sample_written_back_through_v1alpha1_reads_as_it_was()
     )
     .await;
     let mut problems = Vec::new();
-    for (i, sample) in samples(&env).into_iter().enumerate() {
-        let mut object = sample.object;
+    for (i, sample) in SAMPLES.iter().enumerate() {
+        let mut object = sample.object.clone();
         let kind = object["kind"].as_str().expect("a kind").to_owned();
         // Several samples share a name; each gets its own.
         let name = format!("sample-{i}");
@@ -288,18 +293,6 @@ const VOLCANO_SAMPLES: [&str; 2] = [
 /// How long a sample's gang may take to be scheduled and run on the kwok nodes.
 const GANG_RUNS: Duration = Duration::from_secs(120);
 
-/// The Queue the Volcano samples name, deleted when the test ends.
-struct SampleQueue {
-    config: kube::Config,
-    name: String,
-}
-
-impl Drop for SampleQueue {
-    fn drop(&mut self) {
-        delete_on_drop::<Queue>(&self.config, &self.name);
-    }
-}
-
 /// The one Ray object of a sample file and the PodGroup `raygate podgroup` makes of it.
 fn ray_object_and_pod_group(path: &Path) -> (Value, PodGroup) {
     let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -309,9 +302,7 @@ fn ray_object_and_pod_group(path: &Path) -> (Value, PodGroup) {
         .map(|doc| doc.value)
         .find(|object| ray_kind(object).is_some())
         .unwrap_or_else(|| panic!("{name}: no RayJob or RayCluster"));
-    let checked =
-        check_object(object.clone(), &context(ReconcilerKind::Raygate)).expect("a Ray object");
-    let group = (checked.pod_group())
+    let group = (check(&object, ReconcilerKind::Raygate).pod_group())
         .unwrap_or_else(|| panic!("{name}: not readable as ray.io/v1"))
         .unwrap_or_else(|e| panic!("{name}: {e}"));
     (object, group)
@@ -336,10 +327,7 @@ async fn kuberays_volcano_samples_applied_unchanged_run_as_a_gang_in_their_queue
     let env = Env::load();
     let dir = PathBuf::from(env.var("RAYGATE_KUBERAY_SAMPLES"));
     // Dropped after the namespace (declared first), so no PodGroup is left in the queue.
-    let _queue = SampleQueue {
-        config: env.kube_config().await,
-        name: "kuberay-test-queue".into(),
-    };
+    let _queue = DeleteOnDrop::<Queue>::new(&env.kube_config().await, "kuberay-test-queue");
     let ns = TestNamespace::with_labels(
         &env,
         "samples-volcano",

@@ -15,6 +15,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher::{self, Event};
 use raygate_api::ray::v1::RayJob;
 use raygate_api::volcano::{PodGroup, Queue};
+use raygate_e2e::cleanup::DeleteOnDrop;
 use raygate_e2e::kubectl;
 use raygate_e2e::nodes::{FakeNode, placement};
 use raygate_e2e::reconciler::{PRIVATE_RECONCILER_LABEL, Reconciler};
@@ -118,8 +119,8 @@ fn scheduled(job: &RayJob) -> Option<Condition> {
 /// A Volcano queue of the test, deleted when dropped.
 struct TestQueue {
     name: String,
-    config: kube::Config,
     api: Api<Queue>,
+    _deletion: DeleteOnDrop<Queue>,
 }
 
 impl TestQueue {
@@ -137,8 +138,8 @@ impl TestQueue {
             .unwrap_or_else(|e| panic!("creating queue {name}: {e}"));
         let queue = TestQueue {
             name: name.to_string(),
-            config,
             api,
+            _deletion: DeleteOnDrop::new(&config, name),
         };
         queue.wait_state(ns, &["Open"]).await;
         queue
@@ -195,12 +196,6 @@ impl TestQueue {
             )
             .await
             .unwrap_or_else(|e| panic!("setting the capability of {}: {e}", self.name));
-    }
-}
-
-impl Drop for TestQueue {
-    fn drop(&mut self) {
-        raygate_e2e::cleanup::delete_on_drop::<Queue>(&self.config, &self.name);
     }
 }
 
