@@ -10,6 +10,7 @@
 //! | `controller_runtime_max_concurrent_reconciles` | `controller` |
 //! | `leader_election_master_status` | `name` (the Lease) |
 //! | `rest_client_requests_total` | `method`, `code` (HTTP status, `<error>` when none came back) |
+//! | `rest_client_request_duration_seconds` (histogram) | `verb` (the HTTP method): until the response's headers, so a watch counts the time to its first byte |
 //! | `raygate_volcano_sub_group_policy_supported` | none: 1 until the API server drops a PodGroup's `spec.subGroupPolicy`, then 0 |
 //!
 //! kube-runtime keeps its work queue private, so `workqueue_depth` has no honest source and is
@@ -57,7 +58,15 @@ struct RequestLabels {
     code: String,
 }
 
+/// Labels of `rest_client_request_duration_seconds`, as client-go's (without its `host`: the
+/// reconciler talks to one API server).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VerbLabels {
+    verb: String,
+}
+
 type HistogramFamily = Family<ControllerLabels, Histogram, fn() -> Histogram>;
+type RequestHistogramFamily = Family<VerbLabels, Histogram, fn() -> Histogram>;
 
 /// The reconciler's metrics and their registry.
 pub struct Metrics {
@@ -69,12 +78,19 @@ pub struct Metrics {
     max_concurrent: Family<ControllerLabels, Gauge>,
     leader: Family<LeaseLabels, Gauge>,
     requests: Family<RequestLabels, Counter>,
+    request_durations: RequestHistogramFamily,
     sub_group_policy: Gauge,
 }
 
 fn reconcile_histogram() -> Histogram {
     // 5 ms … ~80 s, as controller-runtime's buckets span.
     Histogram::new(exponential_buckets(0.005, 2.0, 15))
+}
+
+fn request_histogram() -> Histogram {
+    // 1 ms … ~65 s: a write to a quiet API server takes a few milliseconds, one to a saturated
+    // server seconds, and a request times out after a minute.
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
 }
 
 impl Default for Metrics {
@@ -94,6 +110,8 @@ impl Metrics {
         let max_concurrent = Family::<ControllerLabels, Gauge>::default();
         let leader = Family::<LeaseLabels, Gauge>::default();
         let requests = Family::<RequestLabels, Counter>::default();
+        let request_durations: RequestHistogramFamily =
+            Family::new_with_constructor(request_histogram);
         let sub_group_policy = Gauge::default();
         sub_group_policy.set(1);
         registry.register(
@@ -132,6 +150,11 @@ impl Metrics {
             requests.clone(),
         );
         registry.register(
+            "rest_client_request_duration_seconds",
+            "Request latency to the API server in seconds, partitioned by verb",
+            request_durations.clone(),
+        );
+        registry.register(
             "raygate_volcano_sub_group_policy_supported",
             "Whether the PodGroup CRD keeps spec.subGroupPolicy (1), or the API server dropped it from a PodGroup raygate wrote (0)",
             sub_group_policy.clone(),
@@ -145,6 +168,7 @@ impl Metrics {
             max_concurrent,
             leader,
             requests,
+            request_durations,
             sub_group_policy,
         }
     }
@@ -155,10 +179,12 @@ impl Metrics {
     }
 
     /// A tower layer for the Kubernetes client's service stack that counts every request it
-    /// sends in `rest_client_requests_total` (a watch counts once, when its response starts).
+    /// sends in `rest_client_requests_total` (a watch counts once, when its response starts)
+    /// and times it in `rest_client_request_duration_seconds`.
     pub fn request_counter(&self) -> CountRequests {
         CountRequests {
             requests: self.requests.clone(),
+            durations: self.request_durations.clone(),
         }
     }
 
@@ -221,10 +247,11 @@ impl Metrics {
     }
 }
 
-/// Layer counting requests in `rest_client_requests_total`; see [`Metrics::request_counter`].
+/// Layer counting and timing requests; see [`Metrics::request_counter`].
 #[derive(Clone)]
 pub struct CountRequests {
     requests: Family<RequestLabels, Counter>,
+    durations: RequestHistogramFamily,
 }
 
 impl<S> Layer<S> for CountRequests {
@@ -234,6 +261,7 @@ impl<S> Layer<S> for CountRequests {
         CountedService {
             inner,
             requests: self.requests.clone(),
+            durations: self.durations.clone(),
         }
     }
 }
@@ -243,6 +271,7 @@ impl<S> Layer<S> for CountRequests {
 pub struct CountedService<S> {
     inner: S,
     requests: Family<RequestLabels, Counter>,
+    durations: RequestHistogramFamily,
 }
 
 impl<S, B, ResponseBody> Service<Request<B>> for CountedService<S>
@@ -263,14 +292,27 @@ where
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let method = request.method().to_string();
         tracing::trace!(%method, uri = %request.uri(), "API request");
+        // The URI again for the answer's log line, only when that line is written.
+        let uri = tracing::enabled!(tracing::Level::TRACE).then(|| request.uri().clone());
         let requests = self.requests.clone();
+        let durations = self.durations.clone();
+        let sent = Instant::now();
         let response = self.inner.call(request);
         Box::pin(async move {
             let result = response.await;
+            let elapsed = sent.elapsed();
             let code = match &result {
                 Ok(response) => response.status().as_u16().to_string(),
                 Err(_) => "<error>".to_string(),
             };
+            if let Some(uri) = uri {
+                tracing::trace!(%method, %uri, %code, elapsed_ms = elapsed.as_secs_f64() * 1e3, "API answer");
+            }
+            durations
+                .get_or_create(&VerbLabels {
+                    verb: method.clone(),
+                })
+                .observe(elapsed.as_secs_f64());
             requests
                 .get_or_create(&RequestLabels { method, code })
                 .inc();
@@ -307,13 +349,17 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn client_requests_are_counted_by_method_and_status_code() {
+    async fn client_requests_are_counted_by_method_and_status_code_and_timed_by_verb() {
         use tower::ServiceExt;
         let metrics = Metrics::new();
         let api_server = tower::service_fn(|request: Request<()>| async move {
             match request.uri().path() {
                 "/down" => Err("connection refused"),
                 "/missing" => Ok(Response::builder().status(404).body(()).unwrap_or_default()),
+                "/slow" => {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                    Ok(Response::new(()))
+                }
                 _ => Ok(Response::new(())),
             }
         });
@@ -323,6 +369,7 @@ mod tests {
             ("GET", "/ok"),
             ("PATCH", "/missing"),
             ("POST", "/down"),
+            ("PUT", "/slow"),
         ] {
             let request = Request::builder()
                 .method(method)
@@ -336,8 +383,19 @@ mod tests {
             r#"rest_client_requests_total{method="GET",code="200"} 2"#,
             r#"rest_client_requests_total{method="PATCH",code="404"} 1"#,
             r#"rest_client_requests_total{method="POST",code="<error>"} 1"#,
+            r#"rest_client_request_duration_seconds_count{verb="GET"} 2"#,
+            r#"rest_client_request_duration_seconds_count{verb="PATCH"} 1"#,
+            r#"rest_client_request_duration_seconds_count{verb="POST"} 1"#,
+            r#"rest_client_request_duration_seconds_bucket{le="0.016",verb="PUT"} 0"#,
         ] {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }
+        let slow: f64 = (text.lines())
+            .find_map(|l| {
+                l.strip_prefix(r#"rest_client_request_duration_seconds_sum{verb="PUT"} "#)
+            })
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no PUT duration in\n{text}"));
+        assert!(slow >= 0.02, "the 20-ms PUT took {slow} s");
     }
 }
