@@ -228,6 +228,41 @@ fn finish(
     }
 }
 
+/// The status that makes `cluster` ready, when the cluster's own next pass over what is
+/// `observed` writes it: its Pods are all Running and Ready, the stored status does not say
+/// `ready` yet, and no other controller manages the cluster (`spec.managedBy`). `None`
+/// otherwise.
+///
+/// A RayJob waiting for its cluster acts on this instead of waiting for the cluster's write to
+/// come back through the watch: both passes see the same Pods, so the RayJob's `Waiting` (or its
+/// submitter) follows a Pod becoming Ready by one write, not two in a row, and the status it
+/// mirrors is the one the cluster's pass writes (docs/reconciler.md, "Event-driven progress").
+pub fn ready_status_due(
+    cluster: &RayCluster,
+    observed: &Snapshot<'_>,
+    validation: &ValidationContext,
+    options: &BuildOptions,
+) -> Option<RayClusterStatus> {
+    let stored_state = cluster.status.as_ref().and_then(|s| s.state.as_deref());
+    // Only a cluster raygate's own RayCluster controller runs gets that controller's status.
+    if stored_state == Some(status::STATE_READY)
+        || keys::managed_elsewhere(cluster.spec.managed_by.as_deref())
+    {
+        return None;
+    }
+    decide(cluster, observed, validation, options)
+        .actions
+        .into_iter()
+        .find_map(|action| match action {
+            Action::UpdateStatus(status)
+                if status.state.as_deref() == Some(status::STATE_READY) =>
+            {
+                Some(*status)
+            }
+            _ => None,
+        })
+}
+
 /// Seconds a status change of a cluster on its way up may wait, so that the counts and
 /// conditions of Pods starting within a second of each other cost one write, not one each.
 pub const PROGRESS_INTERVAL_SECONDS: i64 = 2;

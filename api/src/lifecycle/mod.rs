@@ -437,6 +437,10 @@ pub struct Reads {
     /// The Ray job to ask the dashboard about: `(dashboardURL, submission id)`
     /// ([`dashboard_query`]).
     pub ray_job: Option<(String, String)>,
+    /// Whether the pass waits for its cluster to become ready (Initializing, no dashboard URL
+    /// yet): it then reads the cluster's Pods too, and takes the ready status the cluster's next
+    /// pass writes ([`crate::cluster::ready_status_due`]) for the cluster's status.
+    pub cluster_readiness: bool,
 }
 
 impl Reads {
@@ -454,6 +458,13 @@ impl Reads {
             .and_then(|s| s.ray_cluster_name.clone())
             .filter(|n| !n.is_empty());
         let volcano = opted_in && !deleting;
+        let cluster_readiness = !deleting
+            && cluster.is_some()
+            && job.status.as_ref().is_some_and(|s| {
+                DeploymentStatus::parse(s.job_deployment_status.as_deref())
+                    == DeploymentStatus::Initializing
+                    && s.dashboard_url.as_deref().is_none_or(str::is_empty)
+            });
         Some(Self {
             volcano,
             head_pod_of: cluster
@@ -464,6 +475,7 @@ impl Reads {
             pod_group: volcano.then(|| keys::pod_group_name(&name)),
             job_head_service: job_head_service_query(job).then(|| job_head_service_name(job)),
             ray_job: dashboard_query(job),
+            cluster_readiness,
         })
     }
 }

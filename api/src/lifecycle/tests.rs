@@ -1364,6 +1364,7 @@ fn a_pass_reads_only_what_its_rayjob_needs() {
                 "demo-fghjk-head-svc.ml.svc.cluster.local:8265".into(),
                 "demo-abcde".into()
             )),
+            cluster_readiness: false,
         }
     );
 
@@ -1372,6 +1373,10 @@ fn a_pass_reads_only_what_its_rayjob_needs() {
     assert_eq!(plain.pod_group, None);
     assert_eq!(plain.job_head_service, None, "read only while Running");
     assert_eq!(plain.ray_job, None, "asked only while Running");
+    assert!(
+        plain.cluster_readiness,
+        "Initializing waits for its cluster"
+    );
 
     let sidecar = Reads::of(&initializing(job("  submissionMode: SidecarMode")), true)
         .expect("raygate's RayJob");
@@ -1386,6 +1391,23 @@ fn a_pass_reads_only_what_its_rayjob_needs() {
         (reads.cluster, reads.submitter, reads.pod_group),
         (None, None, None),
         "a deleting RayJob only sheds its finalizer"
+    );
+    assert!(!reads.cluster_readiness);
+    let mut deleting_early = initializing(job(""));
+    deleting_early.metadata.deletion_timestamp = Some(at(NOW));
+    let reads = Reads::of(&deleting_early, true).expect("raygate's RayJob");
+    assert!(
+        !reads.cluster_readiness,
+        "a deleting RayJob waits for nothing"
+    );
+    let mut has_dashboard = initializing(job(""));
+    if let Some(status) = has_dashboard.status.as_mut() {
+        status.dashboard_url = Some("demo-fghjk-head-svc.ml.svc.cluster.local:8265".into());
+    }
+    let reads = Reads::of(&has_dashboard, true).expect("raygate's RayJob");
+    assert!(
+        !reads.cluster_readiness,
+        "a cluster seen ready once is not waited for again"
     );
 
     assert_eq!(

@@ -25,7 +25,7 @@ use kube::runtime::reflector::Store;
 use raygate_api::cluster::status as cluster_status;
 use raygate_api::cluster::{self, Action, FailedWrite, Snapshot};
 use raygate_api::keys;
-use raygate_api::ray::v1::RayCluster;
+use raygate_api::ray::v1::{RayCluster, RayClusterStatus};
 use raygate_api::volcano::{PodGroup, Queue};
 use serde_json::Value;
 
@@ -43,21 +43,132 @@ pub const NAME: &str = "raycluster";
 /// What each reconcile gets.
 struct Shared {
     ctx: Arc<Context>,
-    children: ChildCaches,
-    pods_by_cluster: Index<Pod>,
-    queues: Store<Queue>,
+    children: ClusterReads,
     first_lists: FirstLists,
     first_passes: FirstPasses<RayCluster>,
 }
 
-/// The watch caches of the children a RayCluster owns.
-struct ChildCaches {
+/// The watch caches a RayCluster's pass reads: the children it owns and the Volcano queues.
+pub(crate) struct ClusterReads {
     pods: Store<Pod>,
+    pods_by_cluster: Index<Pod>,
     services: Store<Service>,
     pod_groups: Store<PodGroup>,
+    queues: Store<Queue>,
 }
 
-impl ChildCaches {
+/// What one pass of a RayCluster observes in [`ClusterReads`].
+struct Observed {
+    /// The Pods the cluster controls (terminating ones too).
+    pods: Vec<Pod>,
+    head_service: Option<Arc<Service>>,
+    pod_group: Option<Arc<PodGroup>>,
+    queue: Option<Arc<Queue>>,
+}
+
+impl Observed {
+    /// The core's view of it, at `now`.
+    fn snapshot<'a>(
+        &'a self,
+        volcano: bool,
+        sub_groups: bool,
+        now: &'a Time,
+        failed_write: Option<FailedWrite<'a>>,
+    ) -> Snapshot<'a> {
+        Snapshot {
+            pods: &self.pods,
+            head_service: self.head_service.as_deref(),
+            pod_group: self.pod_group.as_deref(),
+            queue: self.queue.as_deref(),
+            volcano,
+            sub_groups,
+            now,
+            failed_write,
+        }
+    }
+}
+
+impl ClusterReads {
+    /// The caches' handles.
+    pub(crate) fn new(caches: &Caches) -> Self {
+        ClusterReads {
+            pods: caches.pods.store(),
+            pods_by_cluster: caches.pods_by_cluster.clone(),
+            services: caches.services.store(),
+            pod_groups: caches.pod_groups.store(),
+            queues: caches.queues.store(),
+        }
+    }
+
+    /// What a pass of `cluster` (`namespace`/`name`, UID `uid`) observes: the Pods it
+    /// controls, its head Service and, in a namespace opted into Volcano, its own PodGroup and
+    /// that PodGroup's queue.
+    async fn observe(
+        &self,
+        cluster: &RayCluster,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        volcano: bool,
+    ) -> Observed {
+        // Only the Pods it controls: a Pod of a deleted same-named predecessor, or one copied
+        // with the label, is not one of this cluster's replicas.
+        let pods = (self.pods_by_cluster)
+            .objects(&self.pods, namespace, name)
+            .iter()
+            .filter(|pod| {
+                pod.owner_references()
+                    .iter()
+                    .any(|o| o.controller == Some(true) && o.uid == uid)
+            })
+            .map(|pod| Pod::clone(pod))
+            .collect();
+        let head_service = cached(
+            &self.services,
+            namespace,
+            &cluster::head_service_name(cluster),
+        );
+        let pod_group = volcano
+            .then(|| cached(&self.pod_groups, namespace, &keys::pod_group_name(name)))
+            .flatten();
+        let queue = match pod_group.as_deref() {
+            Some(pg) => queue_of(&self.queues, pg).await,
+            None => None,
+        };
+        Observed {
+            pods,
+            head_service,
+            pod_group,
+            queue,
+        }
+    }
+
+    /// The status that makes `cluster` ready, when the cluster's own next pass writes it
+    /// ([`cluster::ready_status_due`]): what a RayJob waiting for the cluster acts on.
+    pub(crate) async fn ready_status_due(
+        &self,
+        ctx: &Context,
+        cluster: &RayCluster,
+    ) -> Option<RayClusterStatus> {
+        let (namespace, name) = exec::namespace_and_name(cluster, "RayCluster").ok()?;
+        let volcano = match ctx.namespace_scope(&namespace) {
+            NamespaceScope::Ignored => return None,
+            NamespaceScope::Plain => false,
+            NamespaceScope::Volcano => true,
+        };
+        let uid = cluster.uid().unwrap_or_default();
+        let observed = self
+            .observe(cluster, &namespace, &name, &uid, volcano)
+            .await;
+        let now = Time(Timestamp::now());
+        cluster::ready_status_due(
+            cluster,
+            &observed.snapshot(volcano, ctx.sub_groups.supported(), &now, None),
+            &ctx.config.validation,
+            &ctx.config.build,
+        )
+    }
+
     /// How long a pass of the RayCluster `uid` in `namespace` still waits for the caches to
     /// show the writes [`Expected`] recorded for it, or `None` to go ahead.
     fn wait_for_expected(
@@ -94,13 +205,7 @@ pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
     );
     let shared = Arc::new(Shared {
         ctx: ctx.clone(),
-        children: ChildCaches {
-            pods: caches.pods.store(),
-            services: caches.services.store(),
-            pod_groups: caches.pod_groups.store(),
-        },
-        pods_by_cluster: caches.pods_by_cluster.clone(),
-        queues: caches.queues.store(),
+        children: ClusterReads::new(caches),
         first_lists: caches.first_lists(),
         first_passes: gated.first_passes,
     });
@@ -166,48 +271,15 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
     // Observe: from the watch caches (docs/reconciler.md, "Reads come from watch caches"). Pod
     // names are deterministic, so a cache that has not yet delivered a Pod this controller
     // created leads to a create answered AlreadyExists, never to a second Pod.
-    let pods: Vec<Pod> = (shared.pods_by_cluster)
-        .objects(&children.pods, &namespace, &name)
-        .iter()
-        .filter(|pod| {
-            pod.owner_references()
-                .iter()
-                .any(|o| o.controller == Some(true) && o.uid == uid)
-        })
-        .map(|pod| Pod::clone(pod))
-        .collect();
-    let head_service = cached(
-        &children.services,
-        &namespace,
-        &cluster::head_service_name(cluster),
-    );
-    let pod_group = volcano
-        .then(|| {
-            cached(
-                &children.pod_groups,
-                &namespace,
-                &keys::pod_group_name(&name),
-            )
-        })
-        .flatten();
-    let queue = match pod_group.as_deref() {
-        Some(pg) => queue_of(&shared.queues, pg).await,
-        None => None,
-    };
+    let observed = children
+        .observe(cluster, &namespace, &name, &uid, volcano)
+        .await;
     let now = Time(Timestamp::now());
+    let sub_groups = ctx.sub_groups.supported();
     let decide = |failed_write| {
         cluster::decide(
             cluster,
-            &Snapshot {
-                pods: &pods,
-                head_service: head_service.as_deref(),
-                pod_group: pod_group.as_deref(),
-                queue: queue.as_deref(),
-                volcano,
-                sub_groups: ctx.sub_groups.supported(),
-                now: &now,
-                failed_write,
-            },
+            &observed.snapshot(volcano, sub_groups, &now, failed_write),
             &ctx.config.validation,
             &ctx.config.build,
         )
@@ -388,19 +460,23 @@ mod tests {
     }
 
     /// How long a pass of the test cluster waits, as the controller's pass asks.
-    fn wait(caches: &ChildCaches, expected: &Expected) -> Option<Duration> {
+    fn wait(caches: &ClusterReads, expected: &Expected) -> Option<Duration> {
         caches.wait_for_expected(expected, CLUSTER_UID, NAMESPACE)
     }
 
     /// Child caches with every first list in, and the writer of their Pod cache.
-    fn child_caches() -> (ChildCaches, StoreWriter<Pod>) {
+    fn child_caches() -> (ClusterReads, StoreWriter<Pod>) {
         let (pods, mut pod_writer) = reflector::store::<Pod>();
         pod_writer.apply_watcher_event(&Event::Init);
         pod_writer.apply_watcher_event(&Event::InitDone);
-        let caches = ChildCaches {
+        let caches = ClusterReads {
             pods,
+            pods_by_cluster: Index::new(|pod| {
+                keys::value_in(pod.metadata.labels.as_ref(), keys::RAY_CLUSTER_LABEL)
+            }),
             services: reflector::store::<Service>().0,
             pod_groups: reflector::store::<PodGroup>().0,
+            queues: reflector::store::<Queue>().0,
         };
         (caches, pod_writer)
     }

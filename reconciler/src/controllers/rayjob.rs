@@ -17,10 +17,11 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::jiff::Timestamp;
-use kube::ResourceExt;
 use kube::api::{DeleteParams, DynamicObject, Patch, PropagationPolicy};
 use kube::runtime::controller::Action as Requeue;
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource, ResourceExt};
+use raygate_api::cluster::status as cluster_status;
 use raygate_api::keys;
 use raygate_api::lifecycle::{
     Action, FreshSuffixes, LifecycleConfig, RayJobObservation, Reads, Snapshot, decide,
@@ -32,6 +33,7 @@ use raygate_api::volcano::{PodGroup, Queue};
 use serde_json::{Value, json};
 use tracing::{debug, info, warn};
 
+use super::raycluster::ClusterReads;
 use super::{alongside, drain, owners_in_queue, queue_of, watching_gated};
 use crate::cache::{Caches, FirstLists, cached};
 use crate::context::{Context, NamespaceScope, ReconcileError, api_error, error_policy};
@@ -60,6 +62,9 @@ struct Shared {
     pods_by_pod_group: Index<Pod>,
     services: Store<Service>,
     queues: Store<Queue>,
+    /// What the pass of a RayJob's cluster reads, for the ready status that pass writes
+    /// ([`Reads::cluster_readiness`]).
+    cluster_reads: ClusterReads,
     first_lists: FirstLists,
     first_passes: FirstPasses<RayJob>,
 }
@@ -94,10 +99,12 @@ pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
         pods_by_pod_group: caches.pods_by_pod_group.clone(),
         services: caches.services.store(),
         queues: caches.queues.store(),
+        cluster_reads: ClusterReads::new(caches),
         first_lists: caches.first_lists(),
         first_passes: gated.first_passes,
     });
     let pod_groups = caches.pod_groups.store();
+    let clusters = caches.ray_clusters.store();
     let results = (gated.controller)
         .owns_stream(caches.ray_clusters.subscribe())
         .owns_stream(caches.jobs.subscribe())
@@ -105,8 +112,27 @@ pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
         .watches_stream(caches.queues.subscribe(), move |queue| {
             owners_in_queue::<RayJob>(&pod_groups, &queue)
         })
+        .watches_stream(caches.pods.subscribe(), move |pod| {
+            rayjob_of_ready_pod(&clusters, &pod)
+        })
         .run(reconcile, error_policy, shared);
     alongside(drain(NAME, results), gated.gate)
+}
+
+/// The RayJob to wake when `pod` is Running and ready as a Ray node: the one that owns the
+/// Pod's RayCluster. Its pass may take the cluster's ready status from the Pods
+/// ([`Reads::cluster_readiness`]) instead of waiting for the cluster's own status write.
+fn rayjob_of_ready_pod(clusters: &Store<RayCluster>, pod: &Pod) -> Option<ObjectRef<RayJob>> {
+    if !cluster_status::is_running_and_ready_as_ray_node(pod) {
+        return None;
+    }
+    let namespace = pod.namespace()?;
+    let cluster_name = keys::value_in(pod.metadata.labels.as_ref(), keys::RAY_CLUSTER_LABEL)?;
+    let cluster = cached(clusters, &namespace, cluster_name)?;
+    let kind = RayJob::kind(&());
+    let owner = (cluster.owner_references().iter())
+        .find(|o| o.controller == Some(true) && o.kind == kind)?;
+    Some(ObjectRef::new(&owner.name).within(&namespace))
 }
 
 fn entropy() -> u64 {
@@ -166,7 +192,20 @@ async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> 
     }
     let writer = shared.ctx.writer(&namespace, job);
     // Observe: from the watch caches (docs/reconciler.md, "Reads come from watch caches").
-    let cluster = (reads.cluster.as_deref()).and_then(|n| cached(&shared.clusters, ns, n));
+    let mut cluster = (reads.cluster.as_deref()).and_then(|n| cached(&shared.clusters, ns, n));
+    if reads.cluster_readiness
+        && let Some(stored) = cluster.as_deref()
+        && let Some(due) = shared
+            .cluster_reads
+            .ready_status_due(&shared.ctx, stored)
+            .await
+    {
+        debug!("the cluster's Pods are ready; acting on the status its next pass writes");
+        cluster = Some(Arc::new(RayCluster {
+            status: Some(due),
+            ..stored.clone()
+        }));
+    }
     let submitter = (reads.submitter.as_deref()).and_then(|n| cached(&shared.submitters, ns, n));
     let pod_group = (reads.pod_group.as_deref()).and_then(|n| cached(&shared.pod_groups, ns, n));
     let job_head_service =
@@ -459,5 +498,58 @@ impl Perform<Action> for RayJobWrites<'_> {
             Action::Event(_) => {}
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::reflector;
+    use kube::runtime::watcher::Event;
+    use serde_json::json;
+
+    use super::*;
+
+    fn cluster(name: &str, owner_kind: Option<&str>) -> RayCluster {
+        let owners = owner_kind.map(|kind| {
+            json!([{"apiVersion": "ray.io/v1", "kind": kind, "name": "demo", "uid": "job-uid",
+                    "controller": true}])
+        });
+        serde_json::from_value(json!({
+            "apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": name, "namespace": "ml", "ownerReferences": owners},
+            "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": []}}}},
+        }))
+        .expect("a RayCluster")
+    }
+
+    fn pod(cluster: &str, ready: &str) -> Pod {
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("{cluster}-head"), "namespace": "ml",
+                         "labels": {"ray.io/cluster": cluster}},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": ready}]},
+        }))
+        .expect("a Pod")
+    }
+
+    #[test]
+    fn a_pod_turning_ready_wakes_the_rayjob_that_owns_its_cluster() {
+        let (clusters, mut writer) = reflector::store::<RayCluster>();
+        writer.apply_watcher_event(&Event::Apply(cluster("demo-abcde", Some("RayJob"))));
+        writer.apply_watcher_event(&Event::Apply(cluster("standalone", None)));
+        writer.apply_watcher_event(&Event::Apply(cluster("adopted", Some("Deployment"))));
+
+        assert_eq!(
+            rayjob_of_ready_pod(&clusters, &pod("demo-abcde", "True")),
+            Some(ObjectRef::new("demo").within("ml"))
+        );
+        for (pod, why) in [
+            (pod("demo-abcde", "False"), "a Pod not Ready yet"),
+            (pod("standalone", "True"), "a cluster no RayJob owns"),
+            (pod("adopted", "True"), "a cluster something else owns"),
+            (pod("unknown", "True"), "a cluster not in the cache"),
+        ] {
+            assert_eq!(rayjob_of_ready_pod(&clusters, &pod), None, "{why}");
+        }
     }
 }

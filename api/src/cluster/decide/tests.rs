@@ -334,6 +334,48 @@ fn ready_pods_make_the_cluster_ready_and_nothing_more_is_done() {
 }
 
 #[test]
+fn the_ready_status_is_due_exactly_when_the_clusters_next_pass_writes_it() {
+    let c = cluster();
+    let svc = service(&c);
+    let due = |c: &RayCluster, pods: &[Pod]| {
+        let observed = Snapshot {
+            pods,
+            head_service: Some(&svc),
+            pod_group: None,
+            queue: None,
+            volcano: false,
+            sub_groups: true,
+            now: &now(),
+            failed_write: None,
+        };
+        ready_status_due(c, &observed, &ctx(), &BuildOptions::default())
+    };
+    let mut ready = Vec::new();
+    converge(&c, &mut ready);
+    let written = plan(&c, &ready, Some(&svc), None, false).status;
+    assert_eq!(written.state.as_deref(), Some(STATE_READY));
+    assert_eq!(due(&c, &ready), Some(written.clone()));
+
+    // One worker not Ready yet: the cluster's pass writes no ready status, nor is one due.
+    let mut one_not_ready = ready.clone();
+    let worker = (one_not_ready.iter_mut())
+        .find(|p| status::node_type(p) == Some(WORKER_NODE_TYPE))
+        .expect("a worker");
+    *worker = existing(worker, "Running", false, "uid-late");
+    assert_eq!(due(&c, &one_not_ready), None);
+
+    // Once the cluster's own write is stored, there is nothing left to act on early.
+    let mut stored = c.clone();
+    stored.status = Some(written);
+    assert_eq!(due(&stored, &ready), None);
+
+    // Nor for a cluster another controller runs: its status is that controller's to write.
+    let mut elsewhere = c.clone();
+    elsewhere.spec.managed_by = Some("kueue.x-k8s.io/multikueue".into());
+    assert_eq!(due(&elsewhere, &ready), None);
+}
+
+#[test]
 fn not_ready_pods_keep_the_cluster_provisioning() {
     let c = cluster();
     let p = plan(&c, &[], None, None, false);
