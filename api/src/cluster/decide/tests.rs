@@ -120,6 +120,21 @@ fn open_queue() -> Queue {
     .expect("a queue")
 }
 
+/// What a pass observes outside Volcano, with no failed write: `pods` and `head_service` at
+/// `now`. Tests of other observations change the fields they are about.
+fn observed<'a>(pods: &'a [Pod], head_service: Option<&'a Service>, now: &'a Time) -> Snapshot<'a> {
+    Snapshot {
+        pods,
+        head_service,
+        pod_group: None,
+        queue: None,
+        volcano: false,
+        sub_groups: true,
+        now,
+        failed_write: None,
+    }
+}
+
 fn plan_in(
     c: &RayCluster,
     pods: &[Pod],
@@ -132,14 +147,10 @@ fn plan_in(
     let decision = decide(
         c,
         &Snapshot {
-            pods,
-            head_service: svc,
             pod_group: pg,
             queue,
             volcano,
-            sub_groups: true,
-            now: &now,
-            failed_write: None,
+            ..observed(pods, svc, &now)
         },
         &ctx(),
         &BuildOptions::default(),
@@ -338,17 +349,13 @@ fn the_ready_status_is_due_exactly_when_the_clusters_next_pass_writes_it() {
     let c = cluster();
     let svc = service(&c);
     let due = |c: &RayCluster, pods: &[Pod]| {
-        let observed = Snapshot {
-            pods,
-            head_service: Some(&svc),
-            pod_group: None,
-            queue: None,
-            volcano: false,
-            sub_groups: true,
-            now: &now(),
-            failed_write: None,
-        };
-        ready_status_due(c, &observed, &ctx(), &BuildOptions::default())
+        let now = now();
+        ready_status_due(
+            c,
+            &observed(pods, Some(&svc), &now),
+            &ctx(),
+            &BuildOptions::default(),
+        )
     };
     let mut ready = Vec::new();
     converge(&c, &mut ready);
@@ -416,16 +423,7 @@ fn the_progress_of_a_cluster_coming_up_is_written_at_most_two_seconds_late_and_r
         let at = Time(Timestamp::from_second(1_800_000_000 + second).expect("a valid time"));
         decide(
             c,
-            &Snapshot {
-                pods,
-                head_service: Some(&svc),
-                pod_group: None,
-                queue: None,
-                volcano: false,
-                sub_groups: true,
-                now: &at,
-                failed_write: None,
-            },
+            &observed(pods, Some(&svc), &at),
             &ctx(),
             &BuildOptions::default(),
         )
@@ -467,17 +465,11 @@ fn the_progress_of_a_cluster_coming_up_is_written_at_most_two_seconds_late_and_r
     let failed = decide(
         &c,
         &Snapshot {
-            pods: &[],
-            head_service: Some(&svc),
-            pod_group: None,
-            queue: None,
-            volcano: false,
-            sub_groups: true,
-            now: &now(),
             failed_write: Some(FailedWrite {
                 reason: "FailedCreateHeadPod",
                 message: "pods is forbidden: exceeded quota",
             }),
+            ..observed(&[], Some(&svc), &now())
         },
         &ctx(),
         &BuildOptions::default(),
@@ -834,16 +826,7 @@ fn unchanged_status_is_not_rewritten() {
     let later = Time(Timestamp::from_second(1_800_000_100).expect("time"));
     let p2 = decide(
         &c2,
-        &Snapshot {
-            pods: &pods,
-            head_service: Some(&service(&c)),
-            pod_group: None,
-            queue: None,
-            volcano: false,
-            sub_groups: true,
-            now: &later,
-            failed_write: None,
-        },
+        &observed(&pods, Some(&service(&c)), &later),
         &ctx(),
         &BuildOptions::default(),
     );
@@ -869,14 +852,8 @@ fn decide_new(c: &RayCluster, failed_write: Option<FailedWrite<'_>>) -> Decision
     decide(
         c,
         &Snapshot {
-            pods: &[],
-            head_service: None,
-            pod_group: None,
-            queue: None,
-            volcano: false,
-            sub_groups: true,
-            now: &now(),
             failed_write,
+            ..observed(&[], None, &now())
         },
         &ctx(),
         &BuildOptions::default(),
@@ -1147,14 +1124,10 @@ fn without_sub_groups_in_the_crd_the_podgroup_keeps_only_its_size() {
             decide(
                 &c,
                 &Snapshot {
-                    pods: &[],
-                    head_service: None,
                     pod_group: pg,
-                    queue: None,
                     volcano: true,
                     sub_groups,
-                    now: &now,
-                    failed_write: None,
+                    ..observed(&[], None, &now)
                 },
                 &ctx(),
                 &BuildOptions::default(),
