@@ -250,6 +250,14 @@ pub fn ready_status_due(
     {
         return None;
     }
+    // `ready` needs every Pod that is not terminating Running and Ready; a RayJob pass asks
+    // this on every Pod event of its cluster, so the full decision runs only when that holds.
+    let mut active = (observed.pods.iter())
+        .filter(|pod| !is_terminating(pod))
+        .peekable();
+    if active.peek().is_none() || !active.all(status::is_running_and_ready_as_ray_node) {
+        return None;
+    }
     decide(cluster, observed, validation, options)
         .actions
         .into_iter()

@@ -370,6 +370,17 @@ fn the_ready_status_is_due_exactly_when_the_clusters_next_pass_writes_it() {
         .expect("a worker");
     *worker = existing(worker, "Running", false, "uid-late");
     assert_eq!(due(&c, &one_not_ready), None);
+    assert_eq!(due(&c, &[]), None);
+
+    // A worker on its way out, not Ready, is not one of the Pods that make the cluster ready.
+    let mut leaving = ready.clone();
+    let mut old = existing(&one_not_ready[0], "Running", false, "uid-old");
+    old.metadata.name = Some("leaving".into());
+    old.metadata.deletion_timestamp = Some(now());
+    leaving.push(old);
+    let written_leaving = plan(&c, &leaving, Some(&svc), None, false).status;
+    assert_eq!(written_leaving.state.as_deref(), Some(STATE_READY));
+    assert_eq!(due(&c, &leaving), Some(written_leaving));
 
     // Once the cluster's own write is stored, there is nothing left to act on early.
     let mut stored = c.clone();
