@@ -4,7 +4,7 @@
 //!
 //! * [`build`] turns a RayCluster into its head Service and into one head or worker Pod, the
 //!   way KubeRay v1.7 does (names, labels, `ray start` command, environment).
-//! * [`decide`] compares a snapshot of what exists with the spec and returns the actions to
+//! * [`decide()`] compares a snapshot of what exists with the spec and returns the actions to
 //!   take, in order, with their Events and the status to write.
 //!
 //! Pod names are deterministic: KubeRay's `generateName` prefix followed by a five-character

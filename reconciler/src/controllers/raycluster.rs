@@ -1,5 +1,5 @@
 //! The RayCluster controller: observe the cluster's Pods, head Service and PodGroup, let
-//! [`raygate_api::cluster::decide`] choose, then carry out its actions (writes, Events, the
+//! [`raygate_api::cluster::decide()`] choose, then carry out its actions (writes, Events, the
 //! status) through [`crate::exec`].
 //!
 //! Fed by the watch caches of RayClusters and of the Pods, Services and PodGroups they own
@@ -49,12 +49,15 @@ struct Shared {
 }
 
 /// The watch caches a RayCluster's pass reads: the children it owns and the Volcano queues.
+/// The RayJob controller reads its own children of these kinds through them too.
 pub(crate) struct ClusterReads {
-    pods: Store<Pod>,
-    pods_by_cluster: Index<Pod>,
-    services: Store<Service>,
-    pod_groups: Store<PodGroup>,
-    queues: Store<Queue>,
+    /// Every Pod of the watched namespaces.
+    pub(super) pods: Store<Pod>,
+    /// [`Self::pods`] by their `ray.io/cluster` label.
+    pub(super) pods_by_cluster: Index<Pod>,
+    pub(super) services: Store<Service>,
+    pub(super) pod_groups: Store<PodGroup>,
+    pub(super) queues: Store<Queue>,
 }
 
 /// What one pass of a RayCluster observes in [`ClusterReads`].
@@ -144,18 +147,15 @@ impl ClusterReads {
     }
 
     /// The status that makes `cluster` ready, when the cluster's own next pass writes it
-    /// ([`cluster::ready_status_due`]): what a RayJob waiting for the cluster acts on.
+    /// ([`cluster::ready_status_due`]): what a RayJob waiting for the cluster acts on. The
+    /// cluster is in the RayJob's namespace, `volcano` when that is opted into Volcano.
     pub(crate) async fn ready_status_due(
         &self,
         ctx: &Context,
         cluster: &RayCluster,
+        volcano: bool,
     ) -> Option<RayClusterStatus> {
         let (namespace, name) = exec::namespace_and_name(cluster, "RayCluster").ok()?;
-        let volcano = match ctx.namespace_scope(&namespace) {
-            NamespaceScope::Ignored => return None,
-            NamespaceScope::Plain => false,
-            NamespaceScope::Volcano => true,
-        };
         let uid = cluster.uid().unwrap_or_default();
         let observed = self
             .observe(cluster, &namespace, &name, &uid, volcano)

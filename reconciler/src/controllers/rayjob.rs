@@ -4,7 +4,10 @@
 //! status, the submitter Job, the PodGroup, the head Pod and Service where the mode needs them;
 //! the namespace's opt-in label) and asks the dashboard about the Ray job while Running, hands
 //! the snapshot to the pure [`decide`] of `raygate-api`, and performs the returned actions in
-//! order, stopping at the first failure. A cached RayJob that this reconciler's own writes
+//! order, stopping at the first failure. While Initializing it also reads what the cluster's own
+//! pass reads (the cluster's Pods, head Service, PodGroup and queue, [`ClusterReads`]) and is
+//! woken by the cluster's Pods turning ready, so it acts on the ready status that pass is about
+//! to write (docs/reconciler.md, "Event-driven progress"). A cached RayJob that this reconciler's own writes
 //! already replaced is not decided on ([`crate::freshness`]). Every action is idempotent by
 //! name, status writes and finalizer changes carry the observed `resourceVersion`, and before
 //! the first create of a pass the RayJob is read again: a pass that decided on a stale cached
@@ -29,7 +32,6 @@ use raygate_api::lifecycle::{
 };
 use raygate_api::pending::GangPods;
 use raygate_api::ray::v1::{RayCluster, RayJob};
-use raygate_api::volcano::{PodGroup, Queue};
 use serde_json::{Value, json};
 use tracing::{debug, info, warn};
 
@@ -56,15 +58,10 @@ struct Shared {
     dashboard: Dashboard,
     clusters: Store<RayCluster>,
     submitters: Store<Job>,
-    pod_groups: Store<PodGroup>,
-    pods: Store<Pod>,
-    pods_by_cluster: Index<Pod>,
-    pods_by_pod_group: Index<Pod>,
-    services: Store<Service>,
-    queues: Store<Queue>,
-    /// What the pass of a RayJob's cluster reads, for the ready status that pass writes
-    /// ([`Reads::cluster_readiness`]).
+    /// The Pods, Services, PodGroups and queues: the RayJob's own and, for the ready status
+    /// its cluster's next pass writes ([`Reads::cluster_readiness`]), the cluster's.
     cluster_reads: ClusterReads,
+    pods_by_pod_group: Index<Pod>,
     first_lists: FirstLists,
     first_passes: FirstPasses<RayJob>,
 }
@@ -93,13 +90,8 @@ pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
         ctx: ctx.clone(),
         clusters: caches.ray_clusters.store(),
         submitters: caches.jobs.store(),
-        pod_groups: caches.pod_groups.store(),
-        pods: caches.pods.store(),
-        pods_by_cluster: caches.pods_by_cluster.clone(),
-        pods_by_pod_group: caches.pods_by_pod_group.clone(),
-        services: caches.services.store(),
-        queues: caches.queues.store(),
         cluster_reads: ClusterReads::new(caches),
+        pods_by_pod_group: caches.pods_by_pod_group.clone(),
         first_lists: caches.first_lists(),
         first_passes: gated.first_passes,
     });
@@ -176,11 +168,12 @@ async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> 
         return Ok(Requeue::requeue(SUPERSEDED_RECHECK));
     }
     let ns = namespace.as_str();
+    let children = &shared.cluster_reads;
     let in_cache = |kind: &str, child: &str| match kind {
         "RayCluster" => cached(&shared.clusters, ns, child).is_some(),
         "Job" => cached(&shared.submitters, ns, child).is_some(),
-        "PodGroup" => cached(&shared.pod_groups, ns, child).is_some(),
-        "Service" => cached(&shared.services, ns, child).is_some(),
+        "PodGroup" => cached(&children.pod_groups, ns, child).is_some(),
+        "Service" => cached(&children.services, ns, child).is_some(),
         _ => true,
     };
     if let Some(wait) = shared.ctx.expected.wait_for(&uid, in_cache) {
@@ -195,9 +188,8 @@ async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> 
     let mut cluster = (reads.cluster.as_deref()).and_then(|n| cached(&shared.clusters, ns, n));
     if reads.cluster_readiness
         && let Some(stored) = cluster.as_deref()
-        && let Some(due) = shared
-            .cluster_reads
-            .ready_status_due(&shared.ctx, stored)
+        && let Some(due) = children
+            .ready_status_due(&shared.ctx, stored, reads.volcano)
             .await
     {
         debug!("the cluster's Pods are ready; acting on the status its next pass writes");
@@ -207,23 +199,25 @@ async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> 
         }));
     }
     let submitter = (reads.submitter.as_deref()).and_then(|n| cached(&shared.submitters, ns, n));
-    let pod_group = (reads.pod_group.as_deref()).and_then(|n| cached(&shared.pod_groups, ns, n));
+    let pod_group = (reads.pod_group.as_deref()).and_then(|n| cached(&children.pod_groups, ns, n));
     let job_head_service =
-        (reads.job_head_service.as_deref()).and_then(|n| cached(&shared.services, ns, n));
+        (reads.job_head_service.as_deref()).and_then(|n| cached(&children.services, ns, n));
     let head_pod = reads.head_pod_of.as_ref().and_then(|cluster| {
-        (shared.pods_by_cluster.objects(&shared.pods, ns, cluster))
-            .into_iter()
-            .find(|pod| keys::is_head_pod_of(pod.metadata.labels.as_ref(), cluster))
+        (children
+            .pods_by_cluster
+            .objects(&children.pods, ns, cluster))
+        .into_iter()
+        .find(|pod| keys::is_head_pod_of(pod.metadata.labels.as_ref(), cluster))
     });
     let queue = match pod_group.as_deref() {
-        Some(pg) => queue_of(&shared.queues, pg).await,
+        Some(pg) => queue_of(&children.queues, pg).await,
         None => None,
     };
     let gang_pods = pod_group
         .as_deref()
         .map(|pg| {
             let name = pg.metadata.name.as_deref().unwrap_or_default();
-            let members = shared.pods_by_pod_group.objects(&shared.pods, ns, name);
+            let members = shared.pods_by_pod_group.objects(&children.pods, ns, name);
             GangPods::of(members.iter().map(|p| p.as_ref()), name)
         })
         .unwrap_or_default();
