@@ -96,7 +96,7 @@ impl KubeRay {
     ) -> KubeRay {
         // Written by `up` only when the binary is built (`tests/env/build kuberay`).
         let binary = env.var("RAYGATE_KUBERAY_OPERATOR").to_string();
-        let (probe, metrics) = (crate::free_port(), crate::free_port());
+        let [probe, metrics] = crate::free_ports();
         let first = namespaces.first().expect("at least one namespace");
         let log = std::path::Path::new(env.var("RAYGATE_LOGS")).join(format!(
             "kuberay-{}-{}.log",

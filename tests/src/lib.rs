@@ -48,8 +48,37 @@ pub use namespace::TestNamespace;
 /// # Panics
 /// When no port can be bound.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .expect("a free loopback port")
+    let [port] = free_ports();
+    port
+}
+
+/// `N` distinct free loopback ports. All are held until the last is bound: a port released at
+/// once may be the kernel's next choice too, and two listeners given the same port make the
+/// second program fail to start.
+///
+/// # Panics
+/// When no port can be bound.
+pub fn free_ports<const N: usize>() -> [u16; N] {
+    let listeners: [std::net::TcpListener; N] = std::array::from_fn(|_| {
+        std::net::TcpListener::bind("127.0.0.1:0").expect("a free loopback port")
+    });
+    listeners.map(|listener| {
+        listener
+            .local_addr()
+            .expect("a bound listener's address")
+            .port()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn free_ports_are_distinct() {
+        for _ in 0..100 {
+            let ports = super::free_ports::<8>();
+            assert_eq!(BTreeSet::from(ports).len(), 8, "{ports:?}");
+        }
+    }
 }

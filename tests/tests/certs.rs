@@ -23,7 +23,7 @@ use raygate_certs::secret::ROTATE_CA;
 use raygate_certs::{CertResolver, CertTask, SelfManaged, SelfManagedConfig, request_rotation};
 use raygate_e2e::cleanup::{DeleteOnDrop, delete_on_drop};
 use raygate_e2e::pem::certificates;
-use raygate_e2e::{Env, TestNamespace, free_port};
+use raygate_e2e::{Env, TestNamespace, free_ports};
 use rustls::pki_types::CertificateDer;
 use serde_json::json;
 use time::OffsetDateTime;
@@ -508,7 +508,7 @@ async fn a_ca_rotation_under_admission_load_fails_no_admission() {
     let env = Env::load();
     let ns = TestNamespace::new(&env, "certs-load").await;
     let client = ns.client();
-    let (port, ops_port) = (free_port(), free_port());
+    let [port, ops_port] = free_ports();
     let configuration = format!("certs-load-{}", ns.name());
     // Every Pod created in the test namespace goes through raygate's Pod webhook, and a failed
     // call fails the creation (failurePolicy Fail).

@@ -22,7 +22,7 @@ use raygate_api::volcano::PodGroup;
 use raygate_e2e::cleanup::delete_on_drop;
 use raygate_e2e::ray::Dashboard;
 use raygate_e2e::reconciler::PRIVATE_RECONCILER_LABEL;
-use raygate_e2e::{Env, TestNamespace, free_port};
+use raygate_e2e::{Env, TestNamespace, free_ports};
 use serde_json::{Value, json};
 
 /// The opt-in label this test's raygate runs with.
@@ -160,7 +160,7 @@ async fn a_non_default_opt_in_label_onboards_governs_and_gangs_end_to_end() {
     )
     .await;
     let client = ns.client();
-    let (port, ops_port) = (free_port(), free_port());
+    let [port, ops_port] = free_ports();
 
     // Rendered manifests: every namespace selector names the label in force, none the default.
     let rendered = rendered_webhooks(&format!("https://127.0.0.1:{port}")).await;

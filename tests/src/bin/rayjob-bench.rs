@@ -62,7 +62,6 @@
 //! ```
 
 use std::collections::{BTreeMap, HashMap};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -668,10 +667,6 @@ impl Requests {
     }
 }
 
-fn free_port() -> anyhow::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
 /// The value of label `name` in a Prometheus sample's label set.
 fn label<'a>(labels: &'a str, name: &str) -> Option<&'a str> {
     labels
@@ -796,7 +791,7 @@ enum Running {
 impl Running {
     /// `raygate reconcile` for `namespace`, healthy.
     async fn raygate(env: &Env, namespace: &str, concurrency: u16) -> anyhow::Result<Running> {
-        let port = free_port()?;
+        let port = raygate_e2e::free_port();
         let log = std::path::Path::new(env.var("RAYGATE_LOGS"))
             .join(format!("reconciler-{namespace}.log"));
         let file = std::fs::File::create(&log).with_context(|| format!("{}", log.display()))?;

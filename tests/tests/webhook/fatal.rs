@@ -6,13 +6,13 @@ use std::time::{Duration, Instant};
 
 use raygate_api::manifests::LEAVE_SERVICE_SECONDS;
 use raygate_e2e::ray::Dashboard;
-use raygate_e2e::{Env, TestNamespace, free_port};
+use raygate_e2e::{Env, TestNamespace, free_ports};
 
 #[tokio::test]
 async fn a_fatal_reconciler_error_takes_the_webhook_out_of_service_before_the_process_exits() {
     let env = Env::load();
     let ns = TestNamespace::with_labels(&env, "run-fatal", &[]).await;
-    let (port, ops_port) = (free_port(), free_port());
+    let [port, ops_port] = free_ports();
     let log_path = std::path::Path::new(env.var("RAYGATE_LOGS"))
         .join(format!("raygate-run-{}.log", ns.name()));
     let mut raygate =
