@@ -78,6 +78,7 @@ use kube::{Api, Client, Resource};
 use raygate_api::keys;
 use raygate_api::ray::v1::{RayCluster, RayJob};
 use raygate_api::volcano::PodGroup;
+use raygate_e2e::cleanup::DeleteOnDrop;
 use raygate_e2e::env::control_plane;
 use raygate_e2e::kuberay::{self, Dashboards, KubeRay};
 use raygate_e2e::nodes::KWOK_NODE_ANNOTATION;
@@ -1012,11 +1013,17 @@ async fn main() -> anyhow::Result<()> {
     let node_names: Vec<String> = (0..added_nodes)
         .map(|i| format!("kwok-bench-{i}"))
         .collect();
+    let config = env.kube_config().await;
+    let mut node_guards = Vec::with_capacity(node_names.len());
     for name in &node_names {
-        nodes
-            .create(&PostParams::default(), &node(name)?)
-            .await
-            .with_context(|| format!("creating node {name}"))?;
+        match nodes.create(&PostParams::default(), &node(name)?).await {
+            // Left by a bench that was killed: the same node, ready to take Pods.
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            created => {
+                created.with_context(|| format!("creating node {name}"))?;
+            }
+        }
+        node_guards.push(DeleteOnDrop::<Node>::new(&config, name));
     }
     let mut controllers = vec![Controller::Raygate];
     if options.peer_kuberay() {
@@ -1042,9 +1049,7 @@ async fn main() -> anyhow::Result<()> {
             }
         }
     }
-    for name in &node_names {
-        let _ = nodes.delete(name, &DeleteParams::default()).await;
-    }
+    drop(node_guards);
     report(&options, &runs);
     failure.map_or(Ok(()), Err)
 }
