@@ -46,7 +46,8 @@
 //!
 //! The RayJobs use `InteractiveMode`: no entrypoint runs, so the figures measure the
 //! controller (PodGroup, RayCluster, Service, pods, status), not Ray. After each run the
-//! RayJobs and the namespace are deleted; the added nodes at the end.
+//! RayJobs and the namespace are deleted, and the next run starts once the namespace is gone;
+//! the added nodes are deleted at the end.
 //!
 //! The environment must not run raygate's own reconciler (it watches every namespace, the
 //! benchmark's too) and its webhook must be a release build, as users run it; the benchmark
@@ -69,7 +70,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::utils::Backoff;
@@ -1054,6 +1055,30 @@ async fn main() -> anyhow::Result<()> {
     failure.map_or(Ok(()), Err)
 }
 
+/// Deletes the run's namespace and waits until it is gone: the namespace controller deletes
+/// what is left in it (a run's thousands of Events, its Services and PodGroups), and the next
+/// run is not to share the API server with that.
+async fn delete_namespace(client: &Client, namespace: &str) -> anyhow::Result<()> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    match namespaces
+        .delete(namespace, &DeleteParams::background())
+        .await
+    {
+        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+        deleted => {
+            deleted.with_context(|| format!("deleting namespace {namespace}"))?;
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while namespaces.get_opt(namespace).await?.is_some() {
+        if Instant::now() > deadline {
+            bail!("namespace {namespace} is still there 600 s after deleting it");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Ok(())
+}
+
 async fn wait_for_nodes(client: &Client, count: usize) -> anyhow::Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -1292,6 +1317,7 @@ async fn measure(
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     running.stop().await;
+    delete_namespace(client, &namespace).await?;
     Ok(Figures {
         controller,
         milestones,
