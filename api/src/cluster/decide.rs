@@ -229,9 +229,8 @@ fn finish(
 }
 
 /// The status that makes `cluster` ready, when the cluster's own next pass over what is
-/// `observed` writes it: its Pods are all Running and Ready, the stored status does not say
-/// `ready` yet, and no other controller manages the cluster (`spec.managedBy`). `None`
-/// otherwise.
+/// `observed` writes it: [`ready_may_be_due`] holds for its Pods and the full decision writes
+/// `ready`. `None` otherwise.
 ///
 /// A RayJob waiting for its cluster acts on this instead of waiting for the cluster's write to
 /// come back through the watch: both passes see the same Pods, so the RayJob's `Waiting` (or its
@@ -243,19 +242,7 @@ pub fn ready_status_due(
     validation: &ValidationContext,
     options: &BuildOptions,
 ) -> Option<RayClusterStatus> {
-    let stored_state = cluster.status.as_ref().and_then(|s| s.state.as_deref());
-    // Only a cluster raygate's own RayCluster controller runs gets that controller's status.
-    if stored_state == Some(status::STATE_READY)
-        || keys::managed_elsewhere(cluster.spec.managed_by.as_deref())
-    {
-        return None;
-    }
-    // `ready` needs every Pod that is not terminating Running and Ready; a RayJob pass asks
-    // this on every Pod event of its cluster, so the full decision runs only when that holds.
-    let mut active = (observed.pods.iter())
-        .filter(|pod| !is_terminating(pod))
-        .peekable();
-    if active.peek().is_none() || !active.all(status::is_running_and_ready_as_ray_node) {
+    if !ready_may_be_due(cluster, observed.pods) {
         return None;
     }
     decide(cluster, observed, validation, options)
@@ -269,6 +256,25 @@ pub fn ready_status_due(
             }
             _ => None,
         })
+}
+
+/// Whether the cluster's own next pass may write `ready` for `cluster`, whose controlled Pods
+/// are `pods`: the stored status does not say `ready` yet, no other controller manages the
+/// cluster (`spec.managedBy`), and it has Pods that are not terminating, every one of them
+/// Running and Ready. Cheap: a RayJob pass asks it on every Pod event of its cluster before it
+/// gathers the rest of what [`ready_status_due`] decides on.
+pub fn ready_may_be_due<'a>(cluster: &RayCluster, pods: impl IntoIterator<Item = &'a Pod>) -> bool {
+    let stored_state = cluster.status.as_ref().and_then(|s| s.state.as_deref());
+    if stored_state == Some(status::STATE_READY)
+        || keys::managed_elsewhere(cluster.spec.managed_by.as_deref())
+    {
+        return false;
+    }
+    let mut active = pods
+        .into_iter()
+        .filter(|pod| !is_terminating(pod))
+        .peekable();
+    active.peek().is_some() && active.all(status::is_running_and_ready_as_ray_node)
 }
 
 /// Seconds a status change of a cluster on its way up may wait, so that the counts and

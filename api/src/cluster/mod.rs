@@ -17,7 +17,7 @@ pub mod decide;
 pub mod status;
 
 pub use build::{BuildOptions, build_head_service, build_pod, head_service_name, pod_object};
-pub use decide::{Action, FailedWrite, Snapshot, decide, ready_status_due};
+pub use decide::{Action, FailedWrite, Snapshot, decide, ready_may_be_due, ready_status_due};
 
 use crate::ray::v1::RayCluster;
 

@@ -103,29 +103,30 @@ impl ClusterReads {
         }
     }
 
-    /// What a pass of `cluster` (`namespace`/`name`, UID `uid`) observes: the Pods it
-    /// controls, its head Service and, in a namespace opted into Volcano, its own PodGroup and
-    /// that PodGroup's queue.
+    /// The Pods the RayCluster `namespace`/`name` (UID `uid`) controls, terminating ones too.
+    fn controlled_pods(&self, namespace: &str, name: &str, uid: &str) -> Vec<Arc<Pod>> {
+        // Only the Pods it controls: a Pod of a deleted same-named predecessor, or one copied
+        // with the label, is not one of this cluster's replicas.
+        let mut pods = (self.pods_by_cluster).objects(&self.pods, namespace, name);
+        pods.retain(|pod| {
+            pod.owner_references()
+                .iter()
+                .any(|o| o.controller == Some(true) && o.uid == uid)
+        });
+        pods
+    }
+
+    /// What a pass of `cluster` (`namespace`/`name`) observes: `pods`, the Pods it controls
+    /// ([`Self::controlled_pods`]), its head Service and, in a namespace opted into Volcano, its
+    /// own PodGroup and that PodGroup's queue.
     async fn observe(
         &self,
         cluster: &RayCluster,
         namespace: &str,
         name: &str,
-        uid: &str,
+        pods: &[Arc<Pod>],
         volcano: bool,
     ) -> Observed {
-        // Only the Pods it controls: a Pod of a deleted same-named predecessor, or one copied
-        // with the label, is not one of this cluster's replicas.
-        let pods = (self.pods_by_cluster)
-            .objects(&self.pods, namespace, name)
-            .iter()
-            .filter(|pod| {
-                pod.owner_references()
-                    .iter()
-                    .any(|o| o.controller == Some(true) && o.uid == uid)
-            })
-            .map(|pod| Pod::clone(pod))
-            .collect();
         let head_service = cached(
             &self.services,
             namespace,
@@ -139,7 +140,7 @@ impl ClusterReads {
             None => None,
         };
         Observed {
-            pods,
+            pods: pods.iter().map(|pod| Pod::clone(pod)).collect(),
             head_service,
             pod_group,
             queue,
@@ -149,6 +150,10 @@ impl ClusterReads {
     /// The status that makes `cluster` ready, when the cluster's own next pass writes it
     /// ([`cluster::ready_status_due`]): what a RayJob waiting for the cluster acts on. The
     /// cluster is in the RayJob's namespace, `volcano` when that is opted into Volcano.
+    ///
+    /// The core's cheap gate ([`cluster::ready_may_be_due`]) runs on the cached Pods first: a
+    /// RayJob pass asks this on every Pod event of its cluster, and while the Pods come up the
+    /// answer is `None` without copying them or reading anything else.
     pub(crate) async fn ready_status_due(
         &self,
         ctx: &Context,
@@ -156,9 +161,12 @@ impl ClusterReads {
         volcano: bool,
     ) -> Option<RayClusterStatus> {
         let (namespace, name) = exec::namespace_and_name(cluster, "RayCluster").ok()?;
-        let uid = cluster.uid().unwrap_or_default();
+        let pods = self.controlled_pods(&namespace, &name, &cluster.uid().unwrap_or_default());
+        if !cluster::ready_may_be_due(cluster, pods.iter().map(AsRef::as_ref)) {
+            return None;
+        }
         let observed = self
-            .observe(cluster, &namespace, &name, &uid, volcano)
+            .observe(cluster, &namespace, &name, &pods, volcano)
             .await;
         let now = Time(Timestamp::now());
         cluster::ready_status_due(
@@ -271,8 +279,9 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
     // Observe: from the watch caches (docs/reconciler.md, "Reads come from watch caches"). Pod
     // names are deterministic, so a cache that has not yet delivered a Pod this controller
     // created leads to a create answered AlreadyExists, never to a second Pod.
+    let pods = children.controlled_pods(&namespace, &name, &uid);
     let observed = children
-        .observe(cluster, &namespace, &name, &uid, volcano)
+        .observe(cluster, &namespace, &name, &pods, volcano)
         .await;
     let now = Time(Timestamp::now());
     let sub_groups = ctx.sub_groups.supported();
