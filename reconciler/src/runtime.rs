@@ -77,7 +77,7 @@ pub struct Config {
     pub concurrency: u16,
     /// Which controller runs the Ray objects of namespaces without the
     /// `raygate.io/reconciler` label: raygate's own controllers, or a KubeRay operator (then
-    /// raygate only keeps their PodGroups, see [`coexist`]).
+    /// raygate only keeps their PodGroups, see [`crate::controllers::coexist`]).
     pub default_reconciler: ReconcilerKind,
     /// Validation rules (feature gates; always with raygate's reconciler).
     pub validation: ValidationContext,

@@ -4,11 +4,12 @@
 //! status, the submitter Job, the PodGroup, the head Pod and Service where the mode needs them;
 //! the namespace's opt-in label) and asks the dashboard about the Ray job while Running, hands
 //! the snapshot to the pure [`decide`] of `raygate-api`, and performs the returned actions in
-//! order, stopping at the first failure. While Initializing it also reads what the cluster's own
-//! pass reads (the cluster's Pods, head Service, PodGroup and queue, [`ClusterReads`]) and is
-//! woken by the cluster's Pods turning ready, so it acts on the ready status that pass is about
-//! to write (docs/reconciler.md, "Event-driven progress"). A cached RayJob that this reconciler's own writes
-//! already replaced is not decided on ([`crate::freshness`]). Every action is idempotent by
+//! order, stopping at the first failure. While Initializing it is woken by the cluster's Pods
+//! turning ready and, once all of them are, also reads what the cluster's own pass reads (the
+//! cluster's Pods, head Service, PodGroup and queue, [`ClusterReads`]), so it acts on the ready
+//! status that pass is about to write (docs/reconciler.md, "Event-driven progress"). A cached
+//! RayJob that this reconciler's own writes already replaced is not decided on
+//! ([`crate::freshness`]). Every action is idempotent by
 //! name, status writes and finalizer changes carry the observed `resourceVersion`, and before
 //! the first create of a pass the RayJob is read again: a pass that decided on a stale cached
 //! RayJob creates nothing.
