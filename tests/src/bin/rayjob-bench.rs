@@ -688,23 +688,25 @@ impl Process {
 
     /// Waits (30 s at most) until the metrics endpoint answers.
     async fn wait_for_metrics(&self, log: &std::path::Path) -> anyhow::Result<()> {
-        let started = Instant::now();
-        while !self
-            .metrics
-            .get("/metrics")
-            .await
-            .is_ok_and(|r| r.status == 200)
-        {
-            if started.elapsed() > Duration::from_secs(30) {
-                bail!(
+        until(
+            Instant::now() + Duration::from_secs(30),
+            Duration::from_millis(200),
+            async || {
+                Ok(self
+                    .metrics
+                    .get("/metrics")
+                    .await
+                    .is_ok_and(|r| r.status == 200))
+            },
+            || {
+                format!(
                     "no metrics from pid {} after 30 s; see {}",
                     self.pid,
                     log.display()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        Ok(())
+                )
+            },
+        )
+        .await
     }
 
     /// Peak resident set size in MiB (`VmHWM`).
@@ -822,21 +824,24 @@ impl Running {
         let pid = child.id().context("the reconciler exited at once")?;
         let metrics = Dashboard::new(&format!("http://127.0.0.1:{port}"));
         let process = Process::new(pid, metrics).await?;
-        let started = Instant::now();
-        while !process
-            .metrics
-            .get("/healthz")
-            .await
-            .is_ok_and(|r| r.status == 200)
-        {
-            if started.elapsed() > Duration::from_secs(30) {
-                bail!(
+        until(
+            Instant::now() + Duration::from_secs(30),
+            Duration::from_millis(200),
+            async || {
+                Ok(process
+                    .metrics
+                    .get("/healthz")
+                    .await
+                    .is_ok_and(|r| r.status == 200))
+            },
+            || {
+                format!(
                     "the reconciler is not healthy after 30 s; see {}",
                     log.display()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+                )
+            },
+        )
+        .await?;
         println!("raygate reconciler pid {pid}, log {}", log.display());
         Ok(Running::Raygate { child, process })
     }
@@ -1069,31 +1074,45 @@ async fn delete_namespace(client: &Client, namespace: &str) -> anyhow::Result<()
             deleted.with_context(|| format!("deleting namespace {namespace}"))?;
         }
     }
-    let deadline = Instant::now() + Duration::from_secs(600);
-    while namespaces.get_opt(namespace).await?.is_some() {
-        if Instant::now() > deadline {
-            bail!("namespace {namespace} is still there 600 s after deleting it");
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    Ok(())
+    until(
+        Instant::now() + Duration::from_secs(600),
+        Duration::from_millis(500),
+        async || Ok(namespaces.get_opt(namespace).await?.is_none()),
+        || format!("namespace {namespace} is still there 600 s after deleting it"),
+    )
+    .await
 }
 
 async fn wait_for_nodes(client: &Client, count: usize) -> anyhow::Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let list = nodes
-            .list(&ListParams::default().labels(&format!("{BENCH_NODE_LABEL}=true")))
-            .await?;
-        if list.items.iter().filter(|n| is_ready(n)).count() == count {
-            return Ok(());
-        }
+    let bench_nodes = ListParams::default().labels(&format!("{BENCH_NODE_LABEL}=true"));
+    until(
+        Instant::now() + Duration::from_secs(120),
+        Duration::from_millis(500),
+        async || {
+            let list = nodes.list(&bench_nodes).await?;
+            Ok(list.items.iter().filter(|n| is_ready(n)).count() == count)
+        },
+        || format!("the benchmark's {count} kwok nodes are not Ready after 120 s"),
+    )
+    .await
+}
+
+/// Checks `done` every `every` until it holds; once `deadline` has passed, fails with the
+/// message `late` gives then.
+async fn until(
+    deadline: Instant,
+    every: Duration,
+    mut done: impl AsyncFnMut() -> anyhow::Result<bool>,
+    late: impl FnOnce() -> String,
+) -> anyhow::Result<()> {
+    while !done().await? {
         if Instant::now() > deadline {
-            bail!("the benchmark's {count} kwok nodes are not Ready after 120 s");
+            bail!(late());
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(every).await;
     }
+    Ok(())
 }
 
 async fn measure(
@@ -1284,15 +1303,19 @@ async fn measure(
     api.delete_collection(&DeleteParams::default(), &ListParams::default())
         .await
         .context("deleting the RayJobs")?;
-    while !rayjobs.state().is_empty() {
-        if cleanup.elapsed() > Duration::from_secs(600) {
-            bail!(
+    let cleanup_deadline = cleanup + Duration::from_secs(600);
+    until(
+        cleanup_deadline,
+        Duration::from_millis(250),
+        async || Ok(rayjobs.state().is_empty()),
+        || {
+            format!(
                 "{} RayJobs still there 600 s after deleting them",
                 rayjobs.state().len()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+            )
+        },
+    )
+    .await?;
     let deletion = cleanup.elapsed();
     let total_cpu = process.cpu_seconds()?;
     // The next run needs the nodes' room back. The RayClusters and their Pods go by garbage
@@ -1307,15 +1330,18 @@ async fn measure(
     delete_each(&ns.api::<Pod>(), &pods)
         .await
         .context("deleting the Pods left after their RayJobs")?;
-    while !pods.state().is_empty() {
-        if cleanup.elapsed() > Duration::from_secs(600) {
-            bail!(
+    until(
+        cleanup_deadline,
+        Duration::from_millis(250),
+        async || Ok(pods.state().is_empty()),
+        || {
+            format!(
                 "{} Pods still there 600 s after deleting their RayJobs",
                 pods.state().len()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+            )
+        },
+    )
+    .await?;
     running.stop().await;
     delete_namespace(client, &namespace).await?;
     Ok(Figures {
