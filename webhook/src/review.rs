@@ -60,8 +60,8 @@ pub struct GroupVersionKind {
 pub use raygate_api::admission::Operation;
 pub use raygate_api::admission::escape::UserInfo;
 
-/// The parts of `request` raygate reads. `O` is how `object` is read on the wire; the webhooks
-/// get it as a `Value` (see [`ObjectView`]).
+/// The parts of `request` raygate reads. `O` is how `object` and `oldObject` are read on the
+/// wire; the webhooks get them as `Value`s (see [`ObjectView`]).
 #[derive(Deserialize, Clone, Debug)]
 #[serde(rename_all = "camelCase", bound(deserialize = "O: Deserialize<'de>"))]
 pub struct AdmissionRequest<O = Value> {
@@ -85,7 +85,7 @@ pub struct AdmissionRequest<O = Value> {
     pub object: Option<O>,
     /// The object before an UPDATE or DELETE.
     #[serde(default)]
-    pub old_object: Option<Value>,
+    pub old_object: Option<O>,
     /// Whether nothing will be persisted.
     #[serde(default)]
     pub dry_run: Option<bool>,
@@ -95,7 +95,7 @@ pub struct AdmissionRequest<O = Value> {
 }
 
 impl<O> AdmissionRequest<O> {
-    fn map_object<P>(self, read: impl FnOnce(O) -> P) -> AdmissionRequest<P> {
+    fn map_objects<P>(self, read: impl Fn(O) -> P) -> AdmissionRequest<P> {
         let AdmissionRequest {
             uid,
             kind,
@@ -115,15 +115,15 @@ impl<O> AdmissionRequest<O> {
             name,
             namespace,
             operation,
-            object: object.map(read),
-            old_object,
+            object: object.map(&read),
+            old_object: old_object.map(read),
             dry_run,
             user_info,
         }
     }
 }
 
-/// How much of `request.object` a webhook reads.
+/// How much of `request.object` and `request.oldObject` a webhook reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ObjectView {
     /// All of it (Ray objects and QueuePolicies are validated whole).
@@ -133,6 +133,11 @@ pub enum ObjectView {
     /// syntax. An object or a `spec` that is not a JSON object is kept whole, so that the
     /// verdict on it does not change.
     PodOnboarding,
+    /// What Ray object admission reads: the whole object but `metadata.managedFields`, the API
+    /// server's record of which client set which field. No rule reads it, and it is about as
+    /// large as the fields it records (a `kubectl apply` gives every field it sets an entry).
+    /// An object or a `metadata` that is not a JSON object is kept whole.
+    RayObject,
 }
 
 /// A JSON value read as [`ObjectView::PodOnboarding`] reads a Pod.
@@ -146,6 +151,100 @@ impl<'de> Deserialize<'de> for PodOnboardingObject {
         }
         .deserialize(deserializer)
         .map(PodOnboardingObject)
+    }
+}
+
+/// A JSON value read as [`ObjectView::RayObject`] reads a RayJob or RayCluster.
+struct RayObject(Value);
+
+impl<'de> Deserialize<'de> for RayObject {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Without {
+            path: &["metadata", "managedFields"],
+        }
+        .deserialize(deserializer)
+        .map(RayObject)
+    }
+}
+
+/// A JSON value read whole in one pass, except the member at `path` (a member of a member of
+/// …): each object on the way is read without it, or, for the last name, without that member.
+/// Anything on the way that is not an object is read whole; the last of duplicate members wins,
+/// as in a `Value`.
+#[derive(Clone, Copy)]
+struct Without {
+    path: &'static [&'static str],
+}
+
+impl<'de> DeserializeSeed<'de> for Without {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+/// Every JSON value but an object is built as a `Value` builds it.
+impl<'de> Visitor<'de> for Without {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, value: bool) -> Result<Value, E> {
+        Ok(Value::Bool(value))
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Value, E> {
+        Ok(Value::Number(value.into()))
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Value, E> {
+        Ok(Value::Number(value.into()))
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<Value, E> {
+        Ok(Value::String(value.to_string()))
+    }
+
+    fn visit_string<E: de::Error>(self, value: String) -> Result<Value, E> {
+        Ok(Value::String(value))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut elements = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(element) = seq.next_element()? {
+            elements.push(element);
+        }
+        Ok(Value::Array(elements))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut kept = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            match self.path {
+                [name] if key == *name => {
+                    map.next_value::<de::IgnoredAny>()?;
+                }
+                [name, rest @ ..] if key == *name => {
+                    let value = map.next_value_seed(Without { path: rest })?;
+                    kept.insert(key, value);
+                }
+                _ => {
+                    kept.insert(key, map.next_value()?);
+                }
+            }
+        }
+        Ok(Value::Object(kept))
     }
 }
 
@@ -279,6 +378,7 @@ pub fn parse_request(body: &[u8], view: ObjectView) -> Result<AdmissionRequest, 
     let read = match view {
         ObjectView::Whole => read_in_one_pass(body, |object: Value| object),
         ObjectView::PodOnboarding => read_in_one_pass(body, |object: PodOnboardingObject| object.0),
+        ObjectView::RayObject => read_in_one_pass(body, |object: RayObject| object.0),
     };
     read.map_or_else(|| diagnose_request(body, view), Ok)
 }
@@ -287,14 +387,14 @@ pub fn parse_request(body: &[u8], view: ObjectView) -> Result<AdmissionRequest, 
 /// and kept as `into_value` makes it; `None` for anything else.
 fn read_in_one_pass<'de, O: Deserialize<'de>>(
     body: &'de [u8],
-    into_value: impl FnOnce(O) -> Value,
+    into_value: impl Fn(O) -> Value,
 ) -> Option<AdmissionRequest> {
     let review: Review<O> = serde_json::from_slice(body).ok()?;
     let request = review.request?;
     (review.api_version == ADMISSION_API_VERSION
         && review.kind == ADMISSION_REVIEW_KIND
         && !request.uid.is_empty())
-    .then(|| request.map_object(into_value))
+    .then(|| request.map_objects(into_value))
 }
 
 /// Reads a review as [`parse_request`] does, the envelope first: its `apiVersion` and `kind`
@@ -315,7 +415,11 @@ fn diagnose_request(body: &[u8], view: ObjectView) -> Result<AdmissionRequest, R
         ObjectView::Whole => serde_json::from_str(request.get())?,
         ObjectView::PodOnboarding => {
             serde_json::from_str::<AdmissionRequest<PodOnboardingObject>>(request.get())?
-                .map_object(|object| object.0)
+                .map_objects(|object| object.0)
+        }
+        ObjectView::RayObject => {
+            serde_json::from_str::<AdmissionRequest<RayObject>>(request.get())?
+                .map_objects(|object| object.0)
         }
     };
     if request.uid.is_empty() {
@@ -579,6 +683,52 @@ mod tests {
         );
     }
 
+    /// What [`ObjectView::RayObject`] must read: the whole object without
+    /// `metadata.managedFields`, and anything that is not an object whole.
+    fn ray_part(whole: &Value) -> Value {
+        let mut part = whole.clone();
+        if let Some(Value::Object(metadata)) = part.get_mut("metadata") {
+            metadata.remove("managedFields");
+        }
+        part
+    }
+
+    #[test]
+    fn a_ray_review_reads_all_but_managed_fields_and_the_same_values() {
+        let objects = [
+            r#"{"apiVersion":"ray.io/v1","kind":"RayCluster","metadata":{"name":"c","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"a\":\"\u00e9\"}"},"managedFields":[{"manager":"kubectl","fieldsV1":{"f:spec":{"f:x":{}}}}]},"spec":{"headGroupSpec":{"rayStartParams":{}},"n":[-1,18446744073709551615,1.5e300,0.1,true,null,"s"]}}"#,
+            r#"{"metadata":{"managedFields":null,"name":"first"},"metadata":{"name":"last","managedFields":[1],"managedFields":[2]}}"#,
+            r#"{"metadata":"not an object","spec":{"metadata":{"managedFields":[]}}}"#,
+            r#"{"metadata":[{"managedFields":[]}]}"#,
+            r#"{"metadata":null}"#,
+            r#"{}"#,
+            r#"[1,{"metadata":{"managedFields":[]}}]"#,
+            r#""a string""#,
+            r#"-7"#,
+            r#"null"#,
+        ];
+        for object in objects {
+            let body = format!(
+                r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","kind":{{"group":"ray.io","version":"v1","kind":"RayCluster"}},"operation":"UPDATE","namespace":"ns","object":{object},"oldObject":{object}}}}}"#
+            );
+            let whole = parse_request(body.as_bytes(), ObjectView::Whole).unwrap();
+            let ray = parse_request(body.as_bytes(), ObjectView::RayObject).unwrap();
+            let expected = whole.object.as_ref().map(ray_part);
+            assert_eq!(ray.object, expected, "{object}");
+            assert_eq!(ray.old_object, expected, "{object}");
+            assert_eq!(ray.object_key(), whole.object_key(), "{object}");
+        }
+        // The member is skipped, not left unread: it must still be JSON.
+        let bad = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{},"operation":"CREATE","object":{"metadata":{"managedFields":[}}}}"#;
+        let error = parse_request(bad, ObjectView::RayObject).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("the body is not an AdmissionReview"),
+            "{error}"
+        );
+    }
+
     #[test]
     fn malformed_reviews_say_what_is_wrong() {
         let cases: [(&[u8], &str); 6] = [
@@ -665,7 +815,11 @@ mod tests {
             br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{},"operation":"CREATE","object":{"a":1,}}}"#,
         ];
         for body in bodies {
-            for view in [ObjectView::Whole, ObjectView::PodOnboarding] {
+            for view in [
+                ObjectView::Whole,
+                ObjectView::PodOnboarding,
+                ObjectView::RayObject,
+            ] {
                 assert_eq!(
                     format!("{:?}", parse_request(body, view)),
                     format!("{:?}", diagnose_request(body, view)),

@@ -305,10 +305,10 @@ async fn admit(
         )
             .into_response();
     }
-    let view = if webhook == MUTATE_PODS_PATH || webhook == VALIDATE_VOLCANO_POD_PATH {
-        ObjectView::PodOnboarding
-    } else {
-        ObjectView::Whole
+    let view = match webhook {
+        MUTATE_PODS_PATH | VALIDATE_VOLCANO_POD_PATH => ObjectView::PodOnboarding,
+        MUTATE_RAY_PATH | VALIDATE_RAY_PATH => ObjectView::RayObject,
+        _ => ObjectView::Whole,
     };
     let mut request = match review::parse_request(&body, view) {
         Ok(request) => request,
