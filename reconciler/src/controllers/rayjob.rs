@@ -9,10 +9,9 @@
 //! cluster's Pods, head Service, PodGroup and queue, [`ClusterReads`]), so it acts on the ready
 //! status that pass is about to write (docs/reconciler.md, "Event-driven progress"). A cached
 //! RayJob that this reconciler's own writes already replaced is not decided on
-//! ([`crate::freshness`]). Every action is idempotent by
-//! name, status writes and finalizer changes carry the observed `resourceVersion`, and before
-//! the first create of a pass the RayJob is read again: a pass that decided on a stale cached
-//! RayJob creates nothing.
+//! ([`crate::freshness`]). Every action is idempotent by name, status writes and finalizer
+//! changes carry the observed `resourceVersion`, and before the first create of a pass the
+//! RayJob is read again: a pass that decided on a stale cached RayJob creates nothing.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
