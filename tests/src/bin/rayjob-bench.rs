@@ -391,7 +391,7 @@ impl Controller {
             KubeRay::start_with_flags(env, &[ns], Some("volcano"), Dashboards::SharedHead, &flags)
                 .await;
         let process = Process::new(operator.pid, operator.metrics.clone()).await?;
-        process.wait_for_metrics(&operator.log).await?;
+        process.wait_for("/metrics", &operator.log).await?;
         println!(
             "KubeRay operator pid {} ({}), log {}",
             operator.pid,
@@ -686,21 +686,15 @@ impl Process {
         })
     }
 
-    /// Waits (30 s at most) until the metrics endpoint answers.
-    async fn wait_for_metrics(&self, log: &std::path::Path) -> anyhow::Result<()> {
+    /// Waits (30 s at most) until the process answers `path` on its metrics address with 200.
+    async fn wait_for(&self, path: &str, log: &std::path::Path) -> anyhow::Result<()> {
         until(
             Instant::now() + Duration::from_secs(30),
             Duration::from_millis(200),
-            async || {
-                Ok(self
-                    .metrics
-                    .get("/metrics")
-                    .await
-                    .is_ok_and(|r| r.status == 200))
-            },
+            async || Ok(self.metrics.get(path).await.is_ok_and(|r| r.status == 200)),
             || {
                 format!(
-                    "no metrics from pid {} after 30 s; see {}",
+                    "pid {} does not answer {path} after 30 s; see {}",
                     self.pid,
                     log.display()
                 )
@@ -824,24 +818,7 @@ impl Running {
         let pid = child.id().context("the reconciler exited at once")?;
         let metrics = Dashboard::new(&format!("http://127.0.0.1:{port}"));
         let process = Process::new(pid, metrics).await?;
-        until(
-            Instant::now() + Duration::from_secs(30),
-            Duration::from_millis(200),
-            async || {
-                Ok(process
-                    .metrics
-                    .get("/healthz")
-                    .await
-                    .is_ok_and(|r| r.status == 200))
-            },
-            || {
-                format!(
-                    "the reconciler is not healthy after 30 s; see {}",
-                    log.display()
-                )
-            },
-        )
-        .await?;
+        process.wait_for("/healthz", &log).await?;
         println!("raygate reconciler pid {pid}, log {}", log.display());
         Ok(Running::Raygate { child, process })
     }
