@@ -662,24 +662,11 @@ mod tests {
             r#""a string""#,
             r#"null"#,
         ];
-        for object in objects {
-            let body = format!(
-                r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","kind":{{"version":"v1","kind":"Pod"}},"operation":"CREATE","namespace":"ns","object":{object}}}}}"#
-            );
-            let whole = parse_request(body.as_bytes(), ObjectView::Whole).unwrap();
-            let onboarding = parse_request(body.as_bytes(), ObjectView::PodOnboarding).unwrap();
-            let expected = whole.object.as_ref().map(onboarding_part);
-            assert_eq!(onboarding.object, expected, "{object}");
-            assert_eq!(onboarding.uid, whole.uid);
-            assert_eq!(onboarding.object_key(), whole.object_key(), "{object}");
-        }
-        let truncated = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{},"operation":"CREATE","object":{"spec":{"containers":[}}}}"#;
-        let error = parse_request(truncated, ObjectView::PodOnboarding).unwrap_err();
-        assert!(
-            error
-                .to_string()
-                .contains("the body is not an AdmissionReview"),
-            "{error}"
+        assert_view_reads(
+            ObjectView::PodOnboarding,
+            &objects,
+            onboarding_part,
+            r#"{"spec":{"containers":[}}"#,
         );
     }
 
@@ -707,20 +694,35 @@ mod tests {
             r#"-7"#,
             r#"null"#,
         ];
-        for object in objects {
-            let body = format!(
-                r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","kind":{{"group":"ray.io","version":"v1","kind":"RayCluster"}},"operation":"UPDATE","namespace":"ns","object":{object},"oldObject":{object}}}}}"#
-            );
-            let whole = parse_request(body.as_bytes(), ObjectView::Whole).unwrap();
-            let ray = parse_request(body.as_bytes(), ObjectView::RayObject).unwrap();
-            let expected = whole.object.as_ref().map(ray_part);
-            assert_eq!(ray.object, expected, "{object}");
-            assert_eq!(ray.old_object, expected, "{object}");
-            assert_eq!(ray.object_key(), whole.object_key(), "{object}");
-        }
         // The member is skipped, not left unread: it must still be JSON.
-        let bad = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{},"operation":"CREATE","object":{"metadata":{"managedFields":[}}}}"#;
-        let error = parse_request(bad, ObjectView::RayObject).unwrap_err();
+        assert_view_reads(
+            ObjectView::RayObject,
+            &objects,
+            ray_part,
+            r#"{"metadata":{"managedFields":[}}"#,
+        );
+    }
+
+    /// Checks that `view` reads each of `objects`, as the object and the old object of an
+    /// UPDATE review, as `part` of what the whole read gives, with the same uid and key; and
+    /// that a review whose object is the malformed `bad` is no AdmissionReview under it.
+    fn assert_view_reads(view: ObjectView, objects: &[&str], part: fn(&Value) -> Value, bad: &str) {
+        let review = |object: &str| {
+            format!(
+                r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","kind":{{}},"operation":"UPDATE","namespace":"ns","object":{object},"oldObject":{object}}}}}"#
+            )
+        };
+        for object in objects {
+            let body = review(object);
+            let whole = parse_request(body.as_bytes(), ObjectView::Whole).unwrap();
+            let read = parse_request(body.as_bytes(), view).unwrap();
+            let expected = whole.object.as_ref().map(part);
+            assert_eq!(read.object, expected, "{object}");
+            assert_eq!(read.old_object, expected, "{object}");
+            assert_eq!(read.uid, whole.uid);
+            assert_eq!(read.object_key(), whole.object_key(), "{object}");
+        }
+        let error = parse_request(review(bad).as_bytes(), view).unwrap_err();
         assert!(
             error
                 .to_string()
