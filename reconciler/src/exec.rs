@@ -411,27 +411,30 @@ impl Writer {
         }
     }
 
-    /// Adds `labels` to Pod `name` with a merge patch that also names its `uid`, so that a
-    /// same-named successor is left alone: the API server refuses to change a UID (409).
-    /// NotFound and that refusal are success; the next pass sees what is there instead.
-    pub(crate) async fn label_pod(
+    /// Sets `values` in the `metadata.<field>` map (`labels` or `annotations`) of Pod `name`
+    /// with a merge patch that also names its `uid`, so that a same-named successor is left
+    /// alone: the API server refuses to change a UID (409). NotFound and that refusal are
+    /// success; the next pass sees what is there instead.
+    pub(crate) async fn merge_pod_metadata(
         &self,
         name: &str,
         uid: Option<&str>,
-        labels: &BTreeMap<String, String>,
+        field: PodMetadataMap,
+        values: &BTreeMap<String, String>,
     ) -> Result<(), ReconcileError> {
-        let patch = json!({"metadata": {"uid": uid, "labels": labels}});
+        let key = field.key();
+        let patch = json!({"metadata": {"uid": uid, key: values}});
         match self
             .api::<Pod>()
             .patch(name, &Self::patch_params(), &Patch::Merge(&patch))
             .await
         {
             Ok(_) => {
-                tracing::info!(pod = %name, ?labels, "Pod labelled");
+                tracing::info!(pod = %name, ?values, "Pod {key} set");
                 Ok(())
             }
             Err(e) if is_status(&e, 404) || is_status(&e, 409) => Ok(()),
-            Err(e) => Err(api_error(format!("label Pod {name}"))(e)),
+            Err(e) => Err(api_error(format!("set {key} of Pod {name}"))(e)),
         }
     }
 
@@ -451,6 +454,24 @@ impl Writer {
             secondary: None,
         };
         self.events.record(event, self.regarding.clone()).await;
+    }
+}
+
+/// A string map of a Pod's metadata that [`Writer::merge_pod_metadata`] sets entries of.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum PodMetadataMap {
+    /// `metadata.labels`.
+    Labels,
+    /// `metadata.annotations`.
+    Annotations,
+}
+
+impl PodMetadataMap {
+    fn key(self) -> &'static str {
+        match self {
+            PodMetadataMap::Labels => "labels",
+            PodMetadataMap::Annotations => "annotations",
+        }
     }
 }
 

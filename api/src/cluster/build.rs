@@ -257,13 +257,8 @@ const SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 /// Five characters from [`SUFFIX_ALPHABET`] derived from the cluster UID, the group and the
 /// slot with FNV-1a, a fixed hash, so the same slot always gets the same name.
 pub fn pod_name_suffix(cluster_uid: &str, group: &str, slot: u32) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     let slot = slot.to_le_bytes();
-    let parts: [&[u8]; 5] = [cluster_uid.as_bytes(), b"/", group.as_bytes(), b"/", &slot];
-    for byte in parts.into_iter().flatten() {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
+    let mut hash = fnv1a([cluster_uid.as_bytes(), b"/", group.as_bytes(), b"/", &slot]);
     let radix = SUFFIX_ALPHABET.len() as u64;
     (0..5)
         .map(|_| {
@@ -272,6 +267,17 @@ pub fn pod_name_suffix(cluster_uid: &str, group: &str, slot: u32) -> String {
             c
         })
         .collect()
+}
+
+/// 64-bit FNV-1a over the concatenated `parts`: a fixed hash (unlike std's), so what is derived
+/// from it stays the same across processes and versions.
+pub(crate) fn fnv1a<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in parts.into_iter().flatten() {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
 }
 
 /// The name of the Pod in `slot` of a role: prefix plus deterministic suffix.
@@ -543,12 +549,19 @@ pub fn build_pod(
         );
     }
 
+    let mut annotations = template_meta.annotations;
+    if let PodRole::Head = role {
+        // What a Recreate upgrade compares the spec with (super::upgrade).
+        annotations
+            .get_or_insert_with(BTreeMap::new)
+            .extend(super::upgrade::head_stamp(cluster));
+    }
     Pod {
         metadata: ObjectMeta {
             name: Some(name.to_string()),
             namespace: Some(namespace_of(cluster).to_string()),
             labels: Some(labels),
-            annotations: template_meta.annotations,
+            annotations,
             owner_references: Some(vec![owner_reference(cluster)]),
             ..ObjectMeta::default()
         },

@@ -14,6 +14,7 @@ use kube::Resource;
 
 use super::build::{self, BuildOptions, PodRole};
 use super::status::{self, StatusInput, is_terminating, node_type, phase};
+use super::upgrade::{self, Upgrade};
 use crate::decision::{self, Decision, EventNote, PodGroupSize, STEADY_REQUEUE};
 use crate::keys::{self, HEAD_NODE_TYPE, WORKER_NODE_TYPE};
 use crate::onboarding::{self, GangMembership, Labels, RayPodRole};
@@ -84,6 +85,17 @@ pub enum Action {
         /// The labels to add (no other label changes).
         labels: BTreeMap<String, String>,
     },
+    /// Replace the head Pod's Recreate stamp with these annotations (NotFound is success),
+    /// guarded by its UID: a head made by another operator or version is stamped with this
+    /// version's hash of the current spec instead of being recreated ([`upgrade::Upgrade`]).
+    AnnotatePod {
+        /// Pod name.
+        name: String,
+        /// Pod UID, a precondition so a same-named successor is never annotated.
+        uid: Option<String>,
+        /// The annotations to set (no other annotation changes).
+        annotations: BTreeMap<String, String>,
+    },
     /// Merge-patch the status subresource with this status (written only when it changed).
     UpdateStatus(Box<RayClusterStatus>),
     /// Record an Event on the cluster.
@@ -100,6 +112,7 @@ impl decision::Action for Action {
             Action::CreatePod(pod) if is_head(pod) => "FailedCreateHeadPod",
             Action::CreatePod(_) => "FailedCreateWorkerPod",
             Action::LabelPod { .. } => "FailedToLabelWorkerPod",
+            Action::AnnotatePod { .. } => "FailedToAnnotateHeadPod",
             Action::UpdateStatus(_) | Action::Event(_) => return None,
         })
     }
@@ -445,6 +458,16 @@ fn delete(pod: &Pod, reason: &str) -> Action {
     }
 }
 
+/// The newest head Pod that is not terminating: the one a Recreate upgrade reads the stamp of.
+fn newest_live_head(pods: &[Pod]) -> Option<&Pod> {
+    let mut heads: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| is_head(p) && !is_terminating(p))
+        .collect();
+    newest_first(&mut heads);
+    heads.first().copied()
+}
+
 fn pod_actions(
     cluster: &RayCluster,
     observed: &Snapshot<'_>,
@@ -458,6 +481,34 @@ fn pod_actions(
             actions.push(delete(pod, "the RayCluster is suspended"));
         }
         return;
+    }
+    let live_head = newest_live_head(pods);
+    match upgrade::check(cluster, live_head) {
+        Upgrade::Current => {}
+        Upgrade::Restamp(annotations) => {
+            if let Some(head) = live_head {
+                actions.push(Action::AnnotatePod {
+                    name: head.metadata.name.clone().unwrap_or_default(),
+                    uid: head.metadata.uid.clone(),
+                    annotations,
+                });
+            }
+        }
+        Upgrade::Recreate => {
+            // Workers first and the head last: a pass that stops half-way leaves the head with
+            // its old stamp, so the next pass decides the same and deletes the rest.
+            let (heads, others): (Vec<&Pod>, Vec<&Pod>) = pods
+                .iter()
+                .filter(|p| !is_terminating(p))
+                .partition(|p| is_head(p));
+            for pod in others.into_iter().chain(heads) {
+                actions.push(delete(
+                    pod,
+                    "the RayCluster spec changed and its upgradeStrategy is Recreate",
+                ));
+            }
+            return;
+        }
     }
     let taken: BTreeSet<&str> = pods
         .iter()

@@ -6,6 +6,7 @@
 //!   way KubeRay v1.7 does (names, labels, `ray start` command, environment).
 //! * [`decide()`] compares a snapshot of what exists with the spec and returns the actions to
 //!   take, in order, with their Events and the status to write.
+//! * [`upgrade`] decides when `upgradeStrategy: Recreate` replaces the Pods.
 //!
 //! Pod names are deterministic: KubeRay's `generateName` prefix followed by a five-character
 //! suffix derived from the cluster's UID, the group and a slot number. A reconcile that works
@@ -15,6 +16,7 @@
 pub mod build;
 pub mod decide;
 pub mod status;
+pub mod upgrade;
 
 pub use build::{BuildOptions, build_head_service, build_pod, head_service_name, pod_object};
 pub use decide::{Action, FailedWrite, Snapshot, decide, ready_may_be_due, ready_status_due};

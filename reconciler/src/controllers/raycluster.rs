@@ -32,7 +32,7 @@ use serde_json::Value;
 use super::{alongside, drain, owners_in_queue, queue_of, watching_gated};
 use crate::cache::{Caches, FirstLists, cached};
 use crate::context::{Context, NamespaceScope, ReconcileError, api_error, error_policy};
-use crate::exec::{self, Failed, Perform, Writer};
+use crate::exec::{self, Failed, Perform, PodMetadataMap, Writer};
 use crate::first_passes::FirstPasses;
 use crate::freshness::{CreateAnswers, Expected, LABELLED_POD, SUPERSEDED_RECHECK, Superseded};
 use crate::index::Index;
@@ -410,9 +410,25 @@ impl Perform<Action> for Performer<'_> {
                 }
             }
             Action::LabelPod { name, uid, labels } => {
-                writer.label_pod(&name, uid.as_deref(), &labels).await?;
+                writer
+                    .merge_pod_metadata(&name, uid.as_deref(), PodMetadataMap::Labels, &labels)
+                    .await?;
                 self.expect_in_cache(LABELLED_POD, &name);
                 Ok(())
+            }
+            Action::AnnotatePod {
+                name,
+                uid,
+                annotations,
+            } => {
+                writer
+                    .merge_pod_metadata(
+                        &name,
+                        uid.as_deref(),
+                        PodMetadataMap::Annotations,
+                        &annotations,
+                    )
+                    .await
             }
             Action::UpdateStatus(status) => {
                 let updated = writer

@@ -9,13 +9,15 @@
 
 mod leader;
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use raygate_api::cluster::upgrade;
 use raygate_api::keys::{NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE};
-use raygate_api::ray::v1::RayCluster;
+use raygate_api::ray::v1::{RayCluster, RayClusterUpgradeStrategy};
 use raygate_api::volcano::PodGroup;
 use raygate_e2e::reconciler::{PRIVATE_RECONCILER_LABEL, Reconciler};
 use raygate_e2e::{Env, TestNamespace};
@@ -454,6 +456,86 @@ async fn suspend_deletes_every_pod_and_zeroes_the_podgroup_and_resume_recreates_
         .await
         .expect("PodGroup");
     assert_eq!(pg.spec.min_member, Some(3));
+}
+
+/// UIDs of `pods`.
+fn uids(pods: &[Pod]) -> BTreeSet<String> {
+    pods.iter().filter_map(|p| p.uid()).collect()
+}
+
+#[tokio::test]
+async fn upgrade_strategy_recreate_replaces_every_pod_on_a_spec_change_but_not_on_scaling() {
+    let env = Env::load();
+    let ns = namespace(&env, "rc-recreate", true).await;
+    let _reconciler = Reconciler::start(&env, &ns, None).await;
+    let mut cluster = ray_cluster("up", 1);
+    cluster.spec.upgrade_strategy = Some(RayClusterUpgradeStrategy {
+        type_: Some("Recreate".to_string()),
+    });
+    create(&ns, &cluster).await;
+    let first = wait_ready(&ns, "up", 1).await;
+
+    // Scaling is not an upgrade: the Pods that run stay.
+    set_replicas(&ns, "up", 2).await;
+    let scaled = wait_ready(&ns, "up", 2).await;
+    assert!(
+        uids(&first).is_subset(&uids(&scaled)),
+        "scaling replaced Pods: {:?} → {:?}",
+        uids(&first),
+        uids(&scaled)
+    );
+
+    // A new image is: every Pod is replaced by one made from the new spec.
+    let image = "rayproject/ray:2.61.0";
+    let patch = json!([
+        {"op": "replace", "path": "/spec/headGroupSpec/template/spec/containers/0/image", "value": image},
+        {"op": "replace", "path": "/spec/workerGroupSpecs/0/template/spec/containers/0/image", "value": image},
+    ]);
+    let upgraded = ns
+        .api::<RayCluster>()
+        .patch(
+            "up",
+            &PatchParams::default(),
+            &Patch::<()>::Json(serde_json::from_value(patch).expect("a JSON patch")),
+        )
+        .await
+        .expect("patch the images");
+    let old = uids(&scaled);
+    let pods = ns
+        .wait_for(
+            "three new Pods with the new image, Running",
+            SETTLE,
+            || async {
+                let pods = live_pods(&ns, "up").await?;
+                let replaced = pods.len() == 3
+                    && pods.iter().all(running_on_kwok)
+                    && uids(&pods).is_disjoint(&old)
+                    && pods.iter().all(|p| {
+                        p.spec
+                            .as_ref()
+                            .and_then(|s| s.containers[0].image.as_deref())
+                            == Some(image)
+                    });
+                Ok(replaced.then_some(pods))
+            },
+        )
+        .await;
+    let head = pods
+        .iter()
+        .find(|p| label(p, "ray.io/node-type") == "head")
+        .expect("a head");
+    assert_eq!(
+        head.annotations().get(upgrade::RECREATE_HASH_ANNOTATION),
+        Some(&upgrade::spec_hash(&upgraded)),
+        "the new head is stamped with the new spec"
+    );
+    let pods_now = uids(&pods);
+    // Nothing more is replaced once the Pods match the spec.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        uids(&live_pods(&ns, "up").await.expect("list Pods")),
+        pods_now
+    );
 }
 
 #[tokio::test]

@@ -284,7 +284,13 @@ fn an_unlabelled_namespace_gets_no_podgroup_and_no_volcano_metadata() {
     );
     for pod in created(&p) {
         assert_eq!(pod.spec.as_ref().expect("spec").scheduler_name, None);
-        assert!(pod.metadata.annotations.is_none());
+        let annotations = pod.metadata.annotations.unwrap_or_default();
+        assert!(
+            annotations
+                .keys()
+                .all(|k| k.starts_with("ray.io/upgrade-") || k == "ray.io/kuberay-version"),
+            "{annotations:?}"
+        );
     }
 }
 
@@ -1226,4 +1232,217 @@ fn pods_kept_as_the_reconciler_caches_them_give_the_same_plans() {
     same_plans(&c, &pods, "scaled down");
     c.spec.worker_group_specs.as_mut().expect("groups")[0].num_of_hosts = Some(2);
     same_plans(&c, &pods, "multi-host replicas to label");
+}
+
+fn recreating(mut c: RayCluster) -> RayCluster {
+    c.spec.upgrade_strategy = Some(crate::ray::v1::RayClusterUpgradeStrategy {
+        type_: Some("Recreate".to_string()),
+    });
+    c
+}
+
+fn set_images(c: &mut RayCluster, image: &str) {
+    c.spec
+        .head_group_spec
+        .template
+        .spec
+        .as_mut()
+        .expect("spec")
+        .containers[0]
+        .image = Some(image.to_string());
+    for group in c.spec.worker_group_specs.iter_mut().flatten() {
+        group.template.spec.as_mut().expect("spec").containers[0].image = Some(image.to_string());
+    }
+}
+
+fn head_of(pods: &[Pod]) -> &Pod {
+    pods.iter()
+        .find(|p| node_type(p) == Some("head") && !is_terminating(p))
+        .expect("a live head")
+}
+
+fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
+}
+
+#[test]
+fn the_head_pod_is_stamped_with_the_spec_it_was_made_from() {
+    let c = recreating(cluster());
+    let mut pods = Vec::new();
+    converge(&c, &mut pods);
+    let head = head_of(&pods);
+    let hash = upgrade::spec_hash(&c);
+    assert_eq!(hash.len(), 16);
+    assert_eq!(
+        annotation(head, upgrade::RECREATE_HASH_ANNOTATION),
+        Some(hash.as_str())
+    );
+    assert_eq!(
+        annotation(head, upgrade::OPERATOR_VERSION_ANNOTATION),
+        Some(format!("raygate/{}", env!("CARGO_PKG_VERSION")).as_str())
+    );
+    for worker in pods.iter().filter(|p| node_type(p) == Some("worker")) {
+        assert_eq!(annotation(worker, upgrade::RECREATE_HASH_ANNOTATION), None);
+    }
+    // The same spec always hashes alike; the image is part of it.
+    assert_eq!(upgrade::spec_hash(&recreating(cluster())), hash);
+    let mut changed = c.clone();
+    set_images(&mut changed, "rayproject/ray:2.61.0");
+    assert_ne!(upgrade::spec_hash(&changed), hash);
+}
+
+#[test]
+fn a_recreate_upgrade_replaces_every_pod_workers_first_then_makes_them_from_the_new_spec() {
+    let mut c = recreating(cluster());
+    let mut pods = Vec::new();
+    converge(&c, &mut pods);
+    let svc = service(&c);
+    assert!(plan(&c, &pods, Some(&svc), None, false).actions.is_empty());
+
+    set_images(&mut c, "rayproject/ray:2.61.0");
+    let p = plan(&c, &pods, Some(&svc), None, false);
+    assert!(
+        created(&p).is_empty(),
+        "nothing is created in the pass that deletes"
+    );
+    let gone = deleted(&p);
+    assert_eq!(gone.len(), 3);
+    assert_eq!(
+        gone.last().map(String::as_str),
+        head_of(&pods).metadata.name.as_deref(),
+        "the head goes last"
+    );
+    assert!(
+        p.events
+            .iter()
+            .all(|e| e.reason == "DeletedPod" && e.message.contains("upgradeStrategy is Recreate"))
+    );
+
+    // A pass that stopped after the workers: the head still has its old stamp, so the next
+    // pass deletes it too.
+    let mut half_done: Vec<Pod> = pods
+        .iter()
+        .filter(|p| node_type(p) == Some("head"))
+        .cloned()
+        .collect();
+    let p = plan(&c, &half_done, Some(&svc), None, false);
+    assert_eq!(
+        deleted(&p),
+        [head_of(&half_done).metadata.name.clone().expect("name")]
+    );
+    assert!(created(&p).is_empty());
+
+    // While the old head terminates, no second head is made and nothing is deleted again.
+    half_done[0].metadata.deletion_timestamp = Some(now());
+    let p = plan(&c, &half_done, Some(&svc), None, false);
+    assert!(deleted(&p).is_empty());
+    assert!(created(&p).iter().all(|pod| node_type(pod) != Some("head")));
+
+    // Once the old Pods are gone, the new ones are made from the new spec and stay.
+    pods.clear();
+    converge(&c, &mut pods);
+    assert_eq!(pods.len(), 3);
+    for pod in &pods {
+        let image = pod.spec.as_ref().expect("spec").containers[0]
+            .image
+            .as_deref();
+        assert_eq!(image, Some("rayproject/ray:2.61.0"));
+    }
+    assert_eq!(
+        annotation(head_of(&pods), upgrade::RECREATE_HASH_ANNOTATION),
+        Some(upgrade::spec_hash(&c).as_str())
+    );
+    assert!(plan(&c, &pods, Some(&svc), None, false).actions.is_empty());
+}
+
+#[test]
+fn scaling_and_the_fields_queueing_systems_edit_recreate_nothing() {
+    let mut c = recreating(cluster());
+    let mut pods = Vec::new();
+    converge(&c, &mut pods);
+    let before = upgrade::spec_hash(&c);
+    let group = &mut c.spec.worker_group_specs.as_mut().expect("g")[0];
+    group.replicas = Some(3);
+    group.min_replicas = Some(1);
+    group.max_replicas = Some(4);
+    group.scale_strategy = Some(crate::ray::v1::ScaleStrategy {
+        workers_to_delete: Some(vec!["gone".to_string()]),
+    });
+    let template = group.template.spec.as_mut().expect("spec");
+    template.tolerations = Some(vec![Default::default()]);
+    template.scheduling_gates = Some(vec![Default::default()]);
+    c.spec
+        .head_group_spec
+        .template
+        .spec
+        .as_mut()
+        .expect("spec")
+        .tolerations = Some(vec![Default::default()]);
+    assert_eq!(upgrade::spec_hash(&c), before);
+    let p = plan(&c, &pods, Some(&service(&c)), None, false);
+    assert!(deleted(&p).is_empty(), "{:?}", p.actions);
+    assert_eq!(created(&p).len(), 1, "scaling up still adds a worker");
+}
+
+#[test]
+fn without_the_recreate_strategy_a_spec_change_leaves_the_pods_alone() {
+    for strategy in [None, Some("None")] {
+        let mut c = cluster();
+        c.spec.upgrade_strategy = strategy.map(|t| crate::ray::v1::RayClusterUpgradeStrategy {
+            type_: Some(t.to_string()),
+        });
+        let mut pods = Vec::new();
+        converge(&c, &mut pods);
+        set_images(&mut c, "rayproject/ray:2.61.0");
+        let p = plan(&c, &pods, Some(&service(&c)), None, false);
+        assert!(p.actions.is_empty(), "{strategy:?}: {:?}", p.actions);
+    }
+}
+
+#[test]
+fn a_head_stamped_by_another_operator_or_not_at_all_is_restamped_not_recreated() {
+    let c = recreating(cluster());
+    let mut pods = Vec::new();
+    converge(&c, &mut pods);
+    let stamps: [&[(&str, &str)]; 3] = [
+        &[
+            ("ray.io/upgrade-strategy-recreate-hash", "kuberay-hash"),
+            ("ray.io/kuberay-version", "v1.5.0"),
+        ],
+        &[("ray.io/kuberay-version", "raygate/0.0.1")],
+        &[],
+    ];
+    for stamp in stamps {
+        let mut pods = pods.clone();
+        let head = pods
+            .iter_mut()
+            .find(|p| node_type(p) == Some("head"))
+            .expect("head");
+        head.metadata.annotations = Some(
+            stamp
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect(),
+        );
+        let p = plan(&c, &pods, Some(&service(&c)), None, false);
+        assert!(deleted(&p).is_empty(), "{stamp:?}: {:?}", p.actions);
+        let head = head_of(&pods);
+        let [
+            Action::AnnotatePod {
+                name,
+                uid,
+                annotations,
+            },
+        ] = p.actions.as_slice()
+        else {
+            panic!("{stamp:?}: {:?}", p.actions);
+        };
+        assert_eq!(Some(name), head.metadata.name.as_ref());
+        assert_eq!(uid, &head.metadata.uid);
+        assert_eq!(annotations, &upgrade::head_stamp(&c));
+    }
 }
