@@ -58,6 +58,9 @@ pub const REPLICA_INDEX_LABEL: &str = "ray.io/worker-group-replica-index";
 /// Label with the index of a Pod's host inside its multi-host replica, `0` to
 /// `numOfHosts - 1` (KubeRay, RayMultiHostIndexing).
 pub const HOST_INDEX_LABEL: &str = "ray.io/replica-host-index";
+/// Label of the headless worker Service of a cluster with a multi-host group: the cluster's
+/// name (KubeRay).
+pub const HEADLESS_WORKER_SERVICE_LABEL: &str = "ray.io/headless-worker-svc";
 /// Label naming the custom resource a RayCluster or submitter was created for (KubeRay).
 pub const ORIGINATED_FROM_CR_NAME_LABEL: &str = "ray.io/originated-from-cr-name";
 /// Label naming the kind of that custom resource, e.g. `RayJob` (KubeRay).

@@ -281,7 +281,8 @@ pub struct Caches {
     pub pods_by_cluster: Index<Pod>,
     /// The Pods of each PodGroup (their `scheduling.k8s.io/group-name` annotation).
     pub pods_by_pod_group: Index<Pod>,
-    /// Services labelled `ray.io/node-type=head`: RayCluster and RayJob head Services.
+    /// Services labelled `ray.io/node-type` `head` or `worker`: RayCluster and RayJob head
+    /// Services and the headless worker Services of multi-host clusters.
     pub services: Cache<Service>,
     /// Jobs labelled `ray.io/originated-from-crd=RayJob`: submitters.
     pub jobs: Cache<Job>,
@@ -299,7 +300,13 @@ impl Caches {
     /// The caches of `namespace` (every namespace for `None`); nothing is watched until
     /// [`Caches::run`].
     pub fn new(client: &Client, namespace: Option<&str>) -> Self {
-        let head_services = format!("{}={}", keys::RAY_NODE_TYPE_LABEL, keys::HEAD_NODE_TYPE);
+        // Head Services, and the headless worker Services of multi-host clusters.
+        let ray_services = format!(
+            "{} in ({},{})",
+            keys::RAY_NODE_TYPE_LABEL,
+            keys::HEAD_NODE_TYPE,
+            keys::WORKER_NODE_TYPE
+        );
         let submitters = format!("{}=RayJob", keys::ORIGINATED_FROM_CRD_LABEL);
         let ray_clusters = Cache::new(client, namespace, None);
         let mut pods = Cache::new(client, namespace, Some(keys::RAY_CLUSTER_LABEL))
@@ -312,7 +319,7 @@ impl Caches {
                 .get(keys::POD_GROUP_ANNOTATION)
                 .map(String::as_str)
         });
-        let services = Cache::new(client, namespace, Some(&head_services));
+        let services = Cache::new(client, namespace, Some(&ray_services));
         let jobs = Cache::new(client, namespace, Some(&submitters));
         let pod_groups =
             Cache::new(client, namespace, None).trimmed_by(observed::keep_gang_size_owners);

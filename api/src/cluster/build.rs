@@ -237,6 +237,61 @@ pub fn build_head_service(cluster: &RayCluster, options: &BuildOptions) -> Servi
     service
 }
 
+/// Whether some worker group of `cluster` has `numOfHosts > 1`: such a cluster gets a headless
+/// worker Service ([`build_headless_worker_service`]).
+pub fn has_multi_host_group(cluster: &RayCluster) -> bool {
+    cluster
+        .spec
+        .worker_group_specs
+        .iter()
+        .flatten()
+        .any(|g| g.num_of_hosts.unwrap_or(1) > 1)
+}
+
+/// Name of the headless worker Service: `<cluster>-headless` (KubeRay v1.7).
+pub fn headless_worker_service_name(cluster: &RayCluster) -> String {
+    format!("{}-headless", name_of(cluster))
+}
+
+/// The headless Service over a cluster's worker Pods, by which the hosts of a multi-host
+/// replica find each other (KubeRay makes it when a group has `numOfHosts > 1`): no cluster
+/// IP, no ports, and the addresses of Pods that are not ready yet published too, since the
+/// hosts must reach each other before Ray is up. Labelled as KubeRay labels it, and with
+/// `ray.io/cluster` and `ray.io/node-type=worker` as well, which raygate's Service watch selects
+/// by.
+pub fn build_headless_worker_service(cluster: &RayCluster) -> Service {
+    let name = name_of(cluster);
+    let selector = BTreeMap::from([
+        (keys::RAY_CLUSTER_LABEL.to_string(), name.to_string()),
+        (
+            keys::RAY_NODE_TYPE_LABEL.to_string(),
+            WORKER_NODE_TYPE.to_string(),
+        ),
+    ]);
+    let mut labels = selector.clone();
+    labels.insert(
+        keys::HEADLESS_WORKER_SERVICE_LABEL.to_string(),
+        name.to_string(),
+    );
+    Service {
+        metadata: ObjectMeta {
+            name: Some(headless_worker_service_name(cluster)),
+            namespace: Some(namespace_of(cluster).to_string()),
+            labels: Some(labels),
+            owner_references: Some(vec![owner_reference(cluster)]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".to_string()),
+            selector: Some(selector),
+            type_: Some("ClusterIP".to_string()),
+            publish_not_ready_addresses: Some(true),
+            ..ServiceSpec::default()
+        }),
+        status: None,
+    }
+}
+
 /// The generateName-style prefix of a Pod: `<cluster>-head-` or `<cluster>-<group>-worker-`,
 /// the part before the role cut to 50 characters (KubeRay's rule), lower-cased.
 pub fn pod_name_prefix(cluster: &RayCluster, role: PodRole<'_>) -> String {

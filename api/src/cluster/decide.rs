@@ -30,6 +30,9 @@ pub struct Snapshot<'a> {
     pub pods: &'a [Pod],
     /// The head Service, when it exists.
     pub head_service: Option<&'a Service>,
+    /// The headless worker Service `<cluster>-headless`, when it exists (read for clusters
+    /// with a multi-host group).
+    pub worker_service: Option<&'a Service>,
     /// The cluster's own PodGroup `ray-<cluster>-pg`, when it exists.
     pub pod_group: Option<&'a PodGroup>,
     /// The PodGroup's Volcano queue, if it exists (read when the PodGroup is).
@@ -145,6 +148,11 @@ pub fn decide(
             actions.push(Action::CreateService(Box::new(build::build_head_service(
                 cluster, options,
             ))));
+        }
+        if observed.worker_service.is_none() && build::has_multi_host_group(cluster) {
+            actions.push(Action::CreateService(Box::new(
+                build::build_headless_worker_service(cluster),
+            )));
         }
         let sizing_failure = if observed.volcano {
             pod_group_actions(cluster, observed, &mut actions).err()

@@ -18,7 +18,10 @@ pub mod decide;
 pub mod status;
 pub mod upgrade;
 
-pub use build::{BuildOptions, build_head_service, build_pod, head_service_name, pod_object};
+pub use build::{
+    BuildOptions, build_head_service, build_pod, has_multi_host_group, head_service_name,
+    headless_worker_service_name, pod_object,
+};
 pub use decide::{Action, FailedWrite, Snapshot, decide, ready_may_be_due, ready_status_due};
 
 use crate::ray::v1::RayCluster;

@@ -65,6 +65,7 @@ struct Observed {
     /// The Pods the cluster controls (terminating ones too).
     pods: Vec<Pod>,
     head_service: Option<Arc<Service>>,
+    worker_service: Option<Arc<Service>>,
     pod_group: Option<Arc<PodGroup>>,
     queue: Option<Arc<Queue>>,
 }
@@ -81,6 +82,7 @@ impl Observed {
         Snapshot {
             pods: &self.pods,
             head_service: self.head_service.as_deref(),
+            worker_service: self.worker_service.as_deref(),
             pod_group: self.pod_group.as_deref(),
             queue: self.queue.as_deref(),
             volcano,
@@ -117,7 +119,8 @@ impl ClusterReads {
     }
 
     /// What a pass of `cluster` (`namespace`/`name`) observes: `pods`, the Pods it controls
-    /// ([`Self::controlled_pods`]), its head Service and, in a namespace opted into Volcano, its
+    /// ([`Self::controlled_pods`]), its head Service (and headless worker Service, with a
+    /// multi-host group) and, in a namespace opted into Volcano, its
     /// own PodGroup and that PodGroup's queue.
     async fn observe(
         &self,
@@ -132,6 +135,15 @@ impl ClusterReads {
             namespace,
             &cluster::head_service_name(cluster),
         );
+        let worker_service = cluster::has_multi_host_group(cluster)
+            .then(|| {
+                cached(
+                    &self.services,
+                    namespace,
+                    &cluster::headless_worker_service_name(cluster),
+                )
+            })
+            .flatten();
         let pod_group = volcano
             .then(|| cached(&self.pod_groups, namespace, &keys::pod_group_name(name)))
             .flatten();
@@ -142,6 +154,7 @@ impl ClusterReads {
         Observed {
             pods: pods.iter().map(|pod| Pod::clone(pod)).collect(),
             head_service,
+            worker_service,
             pod_group,
             queue,
         }

@@ -13,6 +13,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use raygate_api::cluster::upgrade;
@@ -357,6 +358,37 @@ async fn multi_host_pods_of_a_raygate_before_sub_gangs_are_labelled_into_replica
     let mut reconciler = Reconciler::start(&env, &ns, None).await;
     create(&ns, &cluster).await;
     let pods = wait_ready(&ns, "adopt", 4).await;
+    // The hosts find each other by the headless worker Service: the control plane's endpoint
+    // controller lists the four workers behind it, and not the head.
+    let headless = ns
+        .api::<Service>()
+        .get("adopt-headless")
+        .await
+        .expect("the headless worker Service");
+    assert_eq!(
+        headless.spec.as_ref().and_then(|s| s.cluster_ip.as_deref()),
+        Some("None")
+    );
+    let worker_ips: BTreeSet<String> = pods
+        .iter()
+        .filter(|p| label(p, "ray.io/node-type") == "worker")
+        .filter_map(|p| p.status.as_ref()?.pod_ip.clone())
+        .collect();
+    assert_eq!(worker_ips.len(), 4, "{worker_ips:?}");
+    ns.wait_for("the four workers behind adopt-headless", SETTLE, || async {
+        let slices = ns
+            .api::<EndpointSlice>()
+            .list(&ListParams::default().labels("kubernetes.io/service-name=adopt-headless"))
+            .await?;
+        let listed: BTreeSet<String> = slices
+            .items
+            .iter()
+            .flat_map(|s| s.endpoints.iter().flatten())
+            .flat_map(|e| e.addresses.clone())
+            .collect();
+        Ok((listed == worker_ips).then_some(()))
+    })
+    .await;
     reconciler.kill().await;
     drop(reconciler);
 

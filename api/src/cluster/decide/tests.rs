@@ -126,6 +126,7 @@ fn observed<'a>(pods: &'a [Pod], head_service: Option<&'a Service>, now: &'a Tim
     Snapshot {
         pods,
         head_service,
+        worker_service: None,
         pod_group: None,
         queue: None,
         volcano: false,
@@ -144,12 +145,16 @@ fn plan_in(
     volcano: bool,
 ) -> Plan {
     let now = now();
+    // With the head Service, a multi-host cluster's headless worker Service exists too (a test
+    // of its creation passes neither).
+    let headless = build::build_headless_worker_service(c);
     let decision = decide(
         c,
         &Snapshot {
             pod_group: pg,
             queue,
             volcano,
+            worker_service: svc.map(|_| &headless),
             ..observed(pods, svc, &now)
         },
         &ctx(),
@@ -1445,4 +1450,81 @@ fn a_head_stamped_by_another_operator_or_not_at_all_is_restamped_not_recreated()
         assert_eq!(uid, &head.metadata.uid);
         assert_eq!(annotations, &upgrade::head_stamp(&c));
     }
+}
+
+#[test]
+fn a_cluster_with_a_multi_host_group_gets_a_headless_worker_service_once() {
+    let c = multi_host(2);
+    let services = |plan: &Plan| -> Vec<Service> {
+        plan.actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::CreateService(svc) => Some((**svc).clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let first = plan(&c, &[], None, None, false);
+    let names: Vec<Option<String>> = services(&first)
+        .iter()
+        .map(|s| s.metadata.name.clone())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            Some("demo-head-svc".to_string()),
+            Some("demo-headless".to_string())
+        ]
+    );
+    let headless = &services(&first)[1];
+    let spec = headless.spec.as_ref().expect("spec");
+    assert_eq!(spec.cluster_ip.as_deref(), Some("None"));
+    assert_eq!(spec.publish_not_ready_addresses, Some(true));
+    assert_eq!(spec.ports, None);
+    assert_eq!(
+        spec.selector,
+        Some(BTreeMap::from([
+            ("ray.io/cluster".to_string(), "demo".to_string()),
+            ("ray.io/node-type".to_string(), "worker".to_string()),
+        ]))
+    );
+    let labels = headless.metadata.labels.as_ref().expect("labels");
+    assert_eq!(labels["ray.io/headless-worker-svc"], "demo");
+    assert_eq!(labels["ray.io/node-type"], "worker");
+    assert_eq!(
+        headless.metadata.owner_references.as_ref().expect("owner")[0].uid,
+        "u-1"
+    );
+    assert!(
+        first
+            .events
+            .iter()
+            .any(|e| e.reason == "CreatedService" && e.message.ends_with("/demo-headless"))
+    );
+
+    // Made once: with both Services there, neither is asked for again.
+    let mut pods = Vec::new();
+    converge(&c, &mut pods);
+    let again = plan(&c, &pods, Some(&service(&c)), None, false);
+    assert!(services(&again).is_empty(), "{:?}", again.actions);
+
+    // A head Service alone: only the headless one is made.
+    let now = now();
+    let only_head = outline(
+        &c,
+        decide(
+            &c,
+            &observed(&pods, Some(&service(&c)), &now),
+            &ctx(),
+            &BuildOptions::default(),
+        ),
+    );
+    let names: Vec<Option<String>> = services(&only_head)
+        .iter()
+        .map(|s| s.metadata.name.clone())
+        .collect();
+    assert_eq!(names, [Some("demo-headless".to_string())]);
+
+    // Single-host clusters have none.
+    assert_eq!(services(&plan(&cluster(), &[], None, None, false)).len(), 1);
 }
