@@ -4,9 +4,10 @@
 //!
 //! The head Pod carries a stamp: a hash of the spec it was made from and the version of the
 //! operator that computed it. A pass compares the stamp with the current spec. Scaling
-//! (`replicas`, `minReplicas`, `maxReplicas`, `scaleStrategy.workersToDelete`), the Pods'
-//! tolerations and scheduling gates (which queueing systems edit) and `upgradeStrategy` itself
-//! are left out of the hash, so none of them recreates a Pod.
+//! (`replicas`, `minReplicas`, `maxReplicas`, `scaleStrategy.workersToDelete` and a group's
+//! `suspend`, which scales it to none), the Pods' tolerations and scheduling gates (which
+//! queueing systems edit) and `upgradeStrategy` itself are left out of the hash, so none of
+//! them recreates a Pod.
 //!
 //! A stamp from another operator, or from another version of raygate, was computed some other
 //! way: it is replaced by this version's stamp of the current spec and nothing is recreated, as
@@ -42,6 +43,7 @@ pub fn spec_hash(cluster: &RayCluster) -> String {
         group.replicas = None;
         group.min_replicas = None;
         group.max_replicas = None;
+        group.suspend = None;
         if let Some(strategy) = &mut group.scale_strategy {
             strategy.workers_to_delete = None;
         }

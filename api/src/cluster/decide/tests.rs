@@ -1374,6 +1374,10 @@ fn scaling_and_the_fields_queueing_systems_edit_recreate_nothing() {
     group.replicas = Some(3);
     group.min_replicas = Some(1);
     group.max_replicas = Some(4);
+    let mut suspended = c.clone();
+    suspended.spec.worker_group_specs.as_mut().expect("g")[0].suspend = Some(true);
+    assert_eq!(upgrade::spec_hash(&suspended), before, "a group's suspend");
+    let group = &mut c.spec.worker_group_specs.as_mut().expect("g")[0];
     group.scale_strategy = Some(crate::ray::v1::ScaleStrategy {
         workers_to_delete: Some(vec!["gone".to_string()]),
     });
