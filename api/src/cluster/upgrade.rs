@@ -44,20 +44,11 @@ pub fn spec_hash(cluster: &RayCluster) -> String {
         group.min_replicas = None;
         group.max_replicas = None;
         group.suspend = None;
-        if let Some(strategy) = &mut group.scale_strategy {
-            strategy.workers_to_delete = None;
-        }
-        if group
-            .scale_strategy
-            .as_ref()
-            .is_some_and(|s| s.workers_to_delete.is_none())
-        {
-            group.scale_strategy = None;
-        }
+        // Its only field is `workersToDelete`.
+        group.scale_strategy = None;
         without_queueing_fields(&mut group.template);
     }
-    // Serializing a typed value with string keys cannot fail; an empty text would only make
-    // every spec look alike, never a Pod recreated by mistake on its own.
+    // Serializing typed values whose maps have string keys cannot fail.
     let json = serde_json::to_vec(&spec).unwrap_or_default();
     format!("{:016x}", fnv1a([json.as_slice()]))
 }
