@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 
 use super::build::fnv1a;
+use crate::keys;
 use crate::ray::v1::RayCluster;
 
 /// Head Pod annotation: the hash of the spec the Pods were made from (KubeRay's key).
@@ -91,13 +92,7 @@ pub fn check(cluster: &RayCluster, head: Option<&Pod>) -> Upgrade {
     let Some(head) = head.filter(|_| recreate) else {
         return Upgrade::Current;
     };
-    let annotation = |key: &str| {
-        head.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(key))
-            .map(String::as_str)
-    };
+    let annotation = |key: &str| keys::value_in(head.metadata.annotations.as_ref(), key);
     let stamp = head_stamp(cluster);
     let ours = annotation(OPERATOR_VERSION_ANNOTATION)
         == stamp.get(OPERATOR_VERSION_ANNOTATION).map(String::as_str);

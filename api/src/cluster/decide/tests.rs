@@ -173,6 +173,16 @@ fn created(plan: &Plan) -> Vec<Pod> {
         .collect()
 }
 
+fn created_services(plan: &Plan) -> Vec<Service> {
+    plan.actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::CreateService(svc) => Some((**svc).clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 fn deleted(plan: &Plan) -> Vec<String> {
     plan.actions
         .iter()
@@ -1267,11 +1277,7 @@ fn head_of(pods: &[Pod]) -> &Pod {
 }
 
 fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
-    pod.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(key))
-        .map(String::as_str)
+    keys::value_in(pod.metadata.annotations.as_ref(), key)
 }
 
 #[test]
@@ -1459,17 +1465,8 @@ fn a_head_stamped_by_another_operator_or_not_at_all_is_restamped_not_recreated()
 #[test]
 fn a_cluster_with_a_multi_host_group_gets_a_headless_worker_service_once() {
     let c = multi_host(2);
-    let services = |plan: &Plan| -> Vec<Service> {
-        plan.actions
-            .iter()
-            .filter_map(|a| match a {
-                Action::CreateService(svc) => Some((**svc).clone()),
-                _ => None,
-            })
-            .collect()
-    };
     let first = plan(&c, &[], None, None, false);
-    let names: Vec<Option<String>> = services(&first)
+    let names: Vec<Option<String>> = created_services(&first)
         .iter()
         .map(|s| s.metadata.name.clone())
         .collect();
@@ -1480,7 +1477,7 @@ fn a_cluster_with_a_multi_host_group_gets_a_headless_worker_service_once() {
             Some("demo-headless".to_string())
         ]
     );
-    let headless = &services(&first)[1];
+    let headless = &created_services(&first)[1];
     let spec = headless.spec.as_ref().expect("spec");
     assert_eq!(spec.cluster_ip.as_deref(), Some("None"));
     assert_eq!(spec.publish_not_ready_addresses, Some(true));
@@ -1510,7 +1507,7 @@ fn a_cluster_with_a_multi_host_group_gets_a_headless_worker_service_once() {
     let mut pods = Vec::new();
     converge(&c, &mut pods);
     let again = plan(&c, &pods, Some(&service(&c)), None, false);
-    assert!(services(&again).is_empty(), "{:?}", again.actions);
+    assert!(created_services(&again).is_empty(), "{:?}", again.actions);
 
     // A head Service alone: only the headless one is made.
     let now = now();
@@ -1523,12 +1520,15 @@ fn a_cluster_with_a_multi_host_group_gets_a_headless_worker_service_once() {
             &BuildOptions::default(),
         ),
     );
-    let names: Vec<Option<String>> = services(&only_head)
+    let names: Vec<Option<String>> = created_services(&only_head)
         .iter()
         .map(|s| s.metadata.name.clone())
         .collect();
     assert_eq!(names, [Some("demo-headless".to_string())]);
 
     // Single-host clusters have none.
-    assert_eq!(services(&plan(&cluster(), &[], None, None, false)).len(), 1);
+    assert_eq!(
+        created_services(&plan(&cluster(), &[], None, None, false)).len(),
+        1
+    );
 }
