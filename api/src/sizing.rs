@@ -111,7 +111,7 @@ fn group_min_replicas(group: &WorkerGroupSpec, autoscaling: bool) -> i32 {
 }
 
 /// Hosts per replica of a group (`numOfHosts`, at least 1).
-fn group_hosts(group: &WorkerGroupSpec) -> i32 {
+pub fn group_hosts(group: &WorkerGroupSpec) -> i32 {
     group.num_of_hosts.unwrap_or(1).max(1)
 }
 

@@ -245,7 +245,7 @@ pub fn has_multi_host_group(cluster: &RayCluster) -> bool {
         .worker_group_specs
         .iter()
         .flatten()
-        .any(|g| g.num_of_hosts.unwrap_or(1) > 1)
+        .any(|g| crate::sizing::group_hosts(g) > 1)
 }
 
 /// Name of the headless worker Service: `<cluster>-headless` (KubeRay v1.7).

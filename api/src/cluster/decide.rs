@@ -679,7 +679,7 @@ fn worker_group_actions(
             remaining.push(pod);
         }
     }
-    let hosts = group.num_of_hosts.unwrap_or(1).max(1);
+    let hosts = sizing::group_hosts(group);
     if hosts > 1 {
         return multi_host_actions(cluster, group, hosts, remaining, unhealthy, actions);
     }

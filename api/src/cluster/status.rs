@@ -136,7 +136,7 @@ pub fn desired_pods(group: &WorkerGroupSpec) -> i64 {
     let min = group.min_replicas.unwrap_or(0).max(0);
     let max = group.max_replicas.unwrap_or(i32::MAX).max(0);
     let replicas = group.replicas.unwrap_or(min).clamp(min.min(max), max);
-    i64::from(replicas) * i64::from(group.num_of_hosts.unwrap_or(1).max(1))
+    i64::from(replicas) * i64::from(sizing::group_hosts(group))
 }
 
 fn saturate(n: i64) -> i32 {
@@ -187,7 +187,7 @@ pub fn compute(cluster: &RayCluster, input: &StatusInput<'_>) -> RayClusterStatu
         groups
             .iter()
             .filter(|g| g.suspend != Some(true))
-            .map(|g| i64::from(f(g).max(0)) * i64::from(g.num_of_hosts.unwrap_or(1).max(1)))
+            .map(|g| i64::from(f(g).max(0)) * i64::from(sizing::group_hosts(g)))
             .sum()
     };
     let min_workers = per_group(|g| g.min_replicas.unwrap_or(0));
