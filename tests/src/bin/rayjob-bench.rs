@@ -12,6 +12,9 @@
 //! * the CPU seconds of the environment's own processes over the same time (the API server
 //!   on its own, and all of them: etcd, Volcano, kwok, raygate's webhook, …), which the
 //!   controller's requests and objects cost the cluster;
+//! * the CPU floor: the controller's and the environment's CPU seconds to `Waiting` divided by
+//!   the machine's cores, the shortest time those seconds allow when every process shares the
+//!   same cores (a run whose time is near it is bound by the machine's CPU, not by waiting);
 //! * the API requests it made (`rest_client_requests_total` of its own metrics, a name
 //!   raygate shares with controller-runtime), in total and per RayJob, by method, until
 //!   `Waiting` and over `--idle-seconds` afterwards; the 409 Conflict answers among them and
@@ -332,6 +335,14 @@ fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
     let last = sorted.len().checked_sub(1)?;
     let index = ((last as f64) * q).round() as usize;
     sorted.get(index.min(last)).copied()
+}
+
+/// The cores this machine gives the run: every process of the environment shares them, so the
+/// CPU seconds a run spent divided by them is the shortest wall time those seconds allow.
+fn machine_cores() -> Option<f64> {
+    std::thread::available_parallelism()
+        .ok()
+        .map(|n| n.get() as f64)
 }
 
 /// Which controller a run measures.
@@ -1397,7 +1408,7 @@ fn report(options: &Options, runs: &[Figures]) {
         fn(&Figures, usize) -> Option<f64>,
         &'static str,
     );
-    let figures: [Figure; 18] = [
+    let figures: [Figure; 19] = [
         (
             "every RayJob has a PodGroup and a RayCluster",
             |f, _| f.milestones.get(1).map(|m| m.after.as_secs_f64()),
@@ -1463,6 +1474,15 @@ fn report(options: &Options, runs: &[Figures]) {
         (
             "environment CPU to Waiting (API server, etcd, Volcano, kwok, webhook, …)",
             |f, _| f.waiting().map(|m| m.environment_cpu.total()),
+            "s",
+        ),
+        (
+            "CPU floor to Waiting: (controller + environment CPU) ÷ the machine's cores",
+            |f, _| {
+                let cores = machine_cores()?;
+                f.waiting()
+                    .map(|m| (m.cpu_seconds + m.environment_cpu.total()) / cores)
+            },
             "s",
         ),
         (
