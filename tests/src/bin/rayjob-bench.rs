@@ -870,6 +870,14 @@ struct Milestone {
     requests: f64,
 }
 
+impl Milestone {
+    /// The shortest wall time the controller's and the environment's CPU seconds up to this
+    /// moment allow when they share `cores` cores.
+    fn cpu_floor(&self, cores: f64) -> f64 {
+        (self.cpu_seconds + self.environment_cpu.total()) / cores
+    }
+}
+
 /// What one run measured.
 struct Figures {
     controller: Controller,
@@ -1480,8 +1488,7 @@ fn report(options: &Options, runs: &[Figures]) {
             "CPU floor to Waiting: (controller + environment CPU) ÷ the machine's cores",
             |f, _| {
                 let cores = machine_cores()?;
-                f.waiting()
-                    .map(|m| (m.cpu_seconds + m.environment_cpu.total()) / cores)
+                f.waiting().map(|m| m.cpu_floor(cores))
             },
             "s",
         ),
@@ -1656,6 +1663,22 @@ mod tests {
         cpu.record(300, 1.0);
         assert_eq!(cpu.total(), 16.0);
         assert_eq!(cpu.pid, 300);
+    }
+
+    #[test]
+    fn the_cpu_floor_is_the_controllers_and_every_components_cpu_over_the_cores() {
+        let waiting = Milestone {
+            what: "every RayJob is Waiting",
+            after: Duration::from_secs(40),
+            cpu_seconds: 6.0,
+            environment_cpu: EnvironmentCpu(BTreeMap::from([
+                (API_SERVER_COMPONENT.to_string(), 50.0),
+                ("etcd".to_string(), 8.0),
+            ])),
+            requests: 7400.0,
+        };
+        assert_eq!(waiting.cpu_floor(2.0), 32.0);
+        assert_eq!(waiting.cpu_floor(4.0), 16.0);
     }
 
     #[test]
