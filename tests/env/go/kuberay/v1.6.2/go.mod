@@ -1,0 +1,9 @@
+// Wrapper module: builds the KubeRay operator (package main at the root of
+// github.com/ray-project/kuberay/ray-operator; no replace directives upstream,
+// the wrapper only pins the release and its go.sum). Its k8s.io modules are
+// v0.35.0 (KubeRay's own go.mod).
+module raygate.local/envbin/kuberay
+
+go 1.25.0
+
+require github.com/ray-project/kuberay/ray-operator v1.6.2
