@@ -6,7 +6,7 @@
 //! duplicated by requests that were in flight when the server died.
 //!
 //! The time from the API server answering `/readyz` to the last RayJob `Waiting` is printed;
-//! `rayjob-bench` is where it is compared with KubeRay (README.md, "Benchmarks"). This test
+//! `rayjob-bench` is where it is compared with KubeRay (docs/benchmarks.md). This test
 //! bounds it only generously, since Volcano and kwok recover on the same two shared cores.
 //!
 //! It stops the environment's API server, so it is a suite of its own: cargo runs test

@@ -47,7 +47,7 @@
 //!
 //! Measured 2026-12-03, release build, both servers on loopback of the env's network
 //! namespace, 2 shared vCPUs (`nproc` 2, 1-minute load average 0.3–1.4 during the runs),
-//! median (min–max) of 3 runs of 10 s phases (README, "Benchmark", has the whole table):
+//! median (min–max) of 3 runs of 10 s phases (docs/benchmarks.md has the whole table):
 //!
 //! | RayCluster CREATE review | raygate | KubeRay v1.5.0 | raygate / KubeRay (target) |
 //! |---|---|---|---|
