@@ -18,7 +18,9 @@ pub struct Env {
 }
 
 impl Env {
-    /// Reads `${RAYGATE_STATE:-/tmp/raygate-e2e}/env`.
+    /// Reads `${RAYGATE_STATE:-/tmp/raygate-e2e}/env`. A variable this process's environment
+    /// also sets takes that value, so that `control-plane exec -- env KEY=VALUE cargo test`
+    /// changes one setting for one run (e.g. the KubeRay operator the coexist tests start).
     ///
     /// # Panics
     /// When the environment is not up, or this process does not run inside its network
@@ -36,7 +38,10 @@ impl Env {
             .lines()
             .filter_map(|line| line.strip_prefix("export "))
             .filter_map(|kv| kv.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .map(|(k, v)| {
+                let value = std::env::var(k).unwrap_or_else(|_| v.to_string());
+                (k.to_string(), value)
+            })
             .collect();
         let env = Env { vars };
         let netns = env.var("RAYGATE_NETNS");

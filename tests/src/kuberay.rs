@@ -70,7 +70,7 @@ impl KubeRay {
     }
 
     /// [`KubeRay::start`] without a batch scheduler and with `--feature-gates=<gates>`, e.g.
-    /// `RayMultiHostIndexing=true` (off by default in v1.5.0).
+    /// `RayMultiHostIndexing=true` (off by default in v1.5.0, on in v1.6.2).
     ///
     /// # Panics
     /// As [`KubeRay::start`].

@@ -113,8 +113,9 @@ async fn the_same_rayjob_is_gang_scheduled_where_opted_in_and_plain_kuberay_else
         assert_eq!(annotation(pod, "volcano.sh/task-spec"), None, "{name}");
     }
 
-    // KubeRay v1.5.0's submitter Pod carries no Ray label (only its Job has them): the webhook
-    // knows it by its Job, which the RayJob controls, and it joins the gang too.
+    // KubeRay's submitter Pod (v1.5.0 and v1.6.2) carries no Ray label (only its Job has
+    // them): the webhook knows it by its Job, which the RayJob controls, and it joins the gang
+    // too.
     let submitter = volcano
         .wait_for("KubeRay's submitter Pod bound", SETTLE, || async {
             Ok(pods(&volcano).await.into_iter().find(|p| {
@@ -131,7 +132,7 @@ async fn the_same_rayjob_is_gang_scheduled_where_opted_in_and_plain_kuberay_else
     let labels = submitter.metadata.labels.clone().unwrap_or_default();
     assert!(
         !labels.keys().any(|k| k.starts_with("ray.io/")),
-        "{name}: KubeRay v1.5.0 puts no Ray label on its submitter Pod: {labels:?}"
+        "{name}: KubeRay puts no Ray label on its submitter Pod: {labels:?}"
     );
     assert_eq!(scheduler(&submitter), "volcano", "{name}");
     assert_eq!(

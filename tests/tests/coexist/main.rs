@@ -1,4 +1,5 @@
-//! raygate next to a real KubeRay operator (v1.5.0, built by `tests/env/build kuberay`), on the
+//! raygate next to a real KubeRay operator (the environment's, `RAYGATE_KUBERAY`; `tests/run` runs
+//! the suite next to the oldest supported release too, built by `tests/env/build kuberay`), on the
 //! real control plane: namespaces labelled `raygate.io/reconciler=kuberay` are run by KubeRay;
 //! where they are also opted into Volcano, raygate's webhook onboards KubeRay's Pods and
 //! raygate's reconciler keeps their PodGroups (PodGroup-only mode).

@@ -19,7 +19,8 @@ use super::{
     workers,
 };
 
-/// `(object, field)` pairs where raygate deliberately differs from KubeRay v1.5.0, and why.
+/// `(object, field)` pairs where raygate deliberately differs from KubeRay (v1.5.0 and v1.6.2),
+/// and why.
 const DEVIATIONS: &[(&str, &str, &str)] = &[(
     "unset-replicas",
     "minResources",
@@ -243,7 +244,8 @@ async fn raygate_sizes_gangs_as_kuberays_volcano_adapter_and_steps_aside_when_it
         }
     }
     println!(
-        "| object | field | KubeRay v1.5.0 --batch-scheduler=volcano | raygate coexist | verdict |\n|---|---|---|---|---|\n{}",
+        "| object | field | KubeRay {} --batch-scheduler=volcano | raygate coexist | verdict |\n|---|---|---|---|---|\n{}",
+        env.var("RAYGATE_KUBERAY_VERSION"),
         table.join("\n")
     );
 

@@ -1,4 +1,4 @@
-//! The same RayJob run by raygate and by KubeRay v1.5 on the real nodes: both operators' Pods
+//! The same RayJob run by raygate and by KubeRay on the real nodes: both operators' Pods
 //! form a real Ray cluster, and the two clusters have the same shape (alive Ray nodes and
 //! their CPUs, the Ray labels of their Pods, the ports the head Service exposes).
 

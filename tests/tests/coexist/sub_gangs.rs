@@ -250,8 +250,8 @@ async fn a_multi_host_group_binds_in_whole_replicas_only() {
         &[("cpu", "3"), ("memory", "8Gi"), ("pods", "110")],
     )
     .await;
-    // KubeRay v1.5.0 labels multi-host replicas (ray.io/worker-group-replica-name) behind this
-    // gate, on by default in later releases.
+    // KubeRay labels multi-host replicas (ray.io/worker-group-replica-name) behind this gate,
+    // off by default in v1.5 and on in v1.6: named, so the test means the same on both.
     let kuberay =
         KubeRay::start_with_feature_gates(&env, &[&ns], "RayMultiHostIndexing=true").await;
     // Gang: head + minReplicas 1 × 2 hosts = minMember 3; KubeRay makes 2 replicas (4 Pods).
@@ -366,9 +366,11 @@ async fn a_multi_host_group_kuberay_made_without_replica_names_binds_as_one_grou
         &[("cpu", "4"), ("memory", "8Gi"), ("pods", "110")],
     )
     .await;
-    // KubeRay v1.5.0 without RayMultiHostIndexing: its multi-host Pods have no replica name,
-    // so a per-replica policy would leave every one of them in no sub-group.
-    let kuberay = KubeRay::start(&env, &[&ns], None).await;
+    // KubeRay without RayMultiHostIndexing (off by default in v1.5, on in v1.6, so turned off
+    // here): its multi-host Pods have no replica name, so a per-replica policy would leave
+    // every one of them in no sub-group.
+    let kuberay =
+        KubeRay::start_with_feature_gates(&env, &[&ns], "RayMultiHostIndexing=false").await;
     create(
         &ns,
         autoscaling_cluster(
