@@ -44,11 +44,11 @@ build       python3     -           CPython 3.10-3.12 with venv: the Ray venv an
 build       cargo       -           Rust (rustup.rs): raygate binaries and its image
 '
 PREREQS_EXIT=2
-# Free space for $RAYGATE_CACHE, in GiB. Cold (no release's kube-apiserver built yet), a build
-# of the default releases fills about 30 GB: GOCACHE most of it, GOMODCACHE, the binaries, the
-# Ray rootfs while it is packed, the release target. Warm, the cache grows little; 10 GB is for a
-# fresh clone's target/ (tests/run's three selections, several GB), another release's builds
-# and the real nodes' containerd state.
+# Free space for $RAYGATE_CACHE, in GiB. Cold (no release's kube-apiserver built yet), the builds
+# fill up to about 30 GB (a cache with every supported release built: 29 GB, GOCACHE 20 of it,
+# GOMODCACHE 4.5, binaries 2.8, the release target 1.6). Warm, the cache grows little; 10 GB is
+# for a fresh clone's target/ (tests/run's three selections, several GB), another release's
+# builds and the real nodes' containerd state.
 PREREQS_COLD_GB=30 PREREQS_WARM_GB=10
 
 prereqs_say() { printf '[prereqs] %s\n' "$*" >&2; }
