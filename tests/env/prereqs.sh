@@ -88,7 +88,9 @@ prereqs_scan() { # <need...>
 # Free space where $RAYGATE_CACHE is (or will be), against the cold or warm need.
 prereqs_disk() {
   local dir=${RAYGATE_CACHE:?source versions.sh before prereqs.sh} need state avail
-  while [ ! -d "$dir" ]; do dir=${dir%/*}; dir=${dir:-/}; done
+  while [ ! -d "$dir" ]; do
+    case "$dir" in */*) dir=${dir%/*}; dir=${dir:-/} ;; *) dir=. ;; esac
+  done
   if compgen -G "${RAYGATE_BIN_DIR:-$RAYGATE_CACHE/bin}/kube-apiserver-*/.stamp" >/dev/null; then
     need=$PREREQS_WARM_GB state=warm
   else
