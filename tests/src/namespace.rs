@@ -27,8 +27,9 @@ pub struct TestNamespace {
 }
 
 impl TestNamespace {
-    /// Creates namespace `<prefix>-<unique suffix>` and waits for its `default` ServiceAccount
-    /// (ServiceAccount admission rejects pods until it exists).
+    /// Creates namespace `<prefix>-<unique suffix>`, whose Pods run on the environment's kwok
+    /// nodes, and waits for its `default` ServiceAccount (ServiceAccount admission rejects pods
+    /// until it exists).
     ///
     /// # Panics
     /// When the namespace cannot be created or its ServiceAccount does not appear in 60 s.
@@ -41,24 +42,30 @@ impl TestNamespace {
     /// # Panics
     /// As [`TestNamespace::new`].
     pub async fn with_labels(env: &Env, prefix: &str, labels: &[(&str, &str)]) -> TestNamespace {
-        TestNamespace::create(env, prefix, labels, BTreeMap::new()).await
+        TestNamespace::on_kwok_nodes(env, prefix, labels, "type=kwok").await
     }
 
-    /// [`TestNamespace::with_labels`] whose every Pod runs on the environment's real kubelet
-    /// nodes, never on kwok: the API server's PodNodeSelector and PodTolerationRestriction
-    /// admission plugins merge the namespace's node selector (`type=real`) and a toleration of
-    /// the real nodes' taint into each Pod as it is created, so manifests run unchanged.
+    /// [`TestNamespace::with_labels`] whose every Pod runs on the kwok nodes that
+    /// `node_selector` (`key=value,…`) selects and nowhere else: the API server's
+    /// PodNodeSelector and PodTolerationRestriction admission plugins merge the selector and a
+    /// toleration of the kwok nodes' taint into each Pod as it is created, so manifests run
+    /// unchanged. Pods of a namespace without these annotations go to the real nodes.
     ///
     /// # Panics
     /// As [`TestNamespace::new`].
-    pub async fn on_real_nodes(env: &Env, prefix: &str, labels: &[(&str, &str)]) -> TestNamespace {
+    pub async fn on_kwok_nodes(
+        env: &Env,
+        prefix: &str,
+        labels: &[(&str, &str)],
+        node_selector: &str,
+    ) -> TestNamespace {
         let toleration = serde_json::json!([{
-            "key": env.var("RAYGATE_REAL_NODE_TAINT"), "operator": "Exists", "effect": "NoSchedule"
+            "key": env.var("RAYGATE_KWOK_NODE_TAINT"), "operator": "Exists", "effect": "NoSchedule"
         }]);
         let annotations = BTreeMap::from([
             (
                 NODE_SELECTOR_ANNOTATION.to_string(),
-                "type=real".to_string(),
+                node_selector.to_string(),
             ),
             (
                 DEFAULT_TOLERATIONS_ANNOTATION.to_string(),
@@ -66,6 +73,29 @@ impl TestNamespace {
             ),
         ]);
         TestNamespace::create(env, prefix, labels, annotations).await
+    }
+
+    /// [`TestNamespace::with_labels`] whose every Pod runs on the environment's real kubelet
+    /// nodes, never on kwok: the PodNodeSelector admission plugin merges the namespace's node
+    /// selector (`type=real`) into each Pod as it is created.
+    ///
+    /// # Panics
+    /// As [`TestNamespace::new`].
+    pub async fn on_real_nodes(env: &Env, prefix: &str, labels: &[(&str, &str)]) -> TestNamespace {
+        let annotations = BTreeMap::from([(
+            NODE_SELECTOR_ANNOTATION.to_string(),
+            "type=real".to_string(),
+        )]);
+        TestNamespace::create(env, prefix, labels, annotations).await
+    }
+
+    /// A namespace as a user makes one: only `labels`, no annotation, so the environment's
+    /// defaults place its Pods (the real nodes, as in a cluster without kwok).
+    ///
+    /// # Panics
+    /// As [`TestNamespace::new`].
+    pub async fn plain(env: &Env, prefix: &str, labels: &[(&str, &str)]) -> TestNamespace {
+        TestNamespace::create(env, prefix, labels, BTreeMap::new()).await
     }
 
     async fn create(

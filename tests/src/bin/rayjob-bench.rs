@@ -175,8 +175,10 @@ fn ray_job(name: &str, workers: usize) -> anyhow::Result<RayJob> {
     }))?)
 }
 
-/// A kwok node (kwok manages nodes with this annotation) for `PODS_PER_NODE` small pods.
-fn node(name: &str) -> anyhow::Result<Node> {
+/// A kwok node (kwok manages nodes with this annotation) for `PODS_PER_NODE` small pods,
+/// tainted as the environment's kwok nodes are (`taint`), so that only the benchmark's
+/// namespaces, which tolerate it, place Pods there.
+fn node(name: &str, taint: &str) -> anyhow::Result<Node> {
     Ok(serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Node",
         "metadata": {
@@ -185,6 +187,7 @@ fn node(name: &str) -> anyhow::Result<Node> {
             "labels": {BENCH_NODE_LABEL: "true", "type": "kwok-bench", "kubernetes.io/hostname": name,
                        "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"},
         },
+        "spec": {"taints": [{"key": taint, "value": "true", "effect": "NoSchedule"}]},
         "status": {
             "capacity": {"cpu": "64", "memory": "256Gi", "pods": PODS_PER_NODE.to_string()},
             "allocatable": {"cpu": "64", "memory": "256Gi", "pods": PODS_PER_NODE.to_string()},
@@ -1018,7 +1021,13 @@ async fn main() -> anyhow::Result<()> {
     let config = env.kube_config().await;
     let mut node_guards = Vec::with_capacity(node_names.len());
     for name in &node_names {
-        match nodes.create(&PostParams::default(), &node(name)?).await {
+        match nodes
+            .create(
+                &PostParams::default(),
+                &node(name, env.var("RAYGATE_KWOK_NODE_TAINT"))?,
+            )
+            .await
+        {
             // Left by a bench that was killed: the same node, ready to take Pods.
             Err(kube::Error::Api(status)) if status.code == 409 => {}
             created => {
@@ -1126,7 +1135,13 @@ async fn measure(
     let ns = if options.real_nodes {
         TestNamespace::on_real_nodes(env, &prefix, &controller.namespace_labels()).await
     } else {
-        TestNamespace::with_labels(env, &prefix, &controller.namespace_labels()).await
+        TestNamespace::on_kwok_nodes(
+            env,
+            &prefix,
+            &controller.namespace_labels(),
+            &format!("{BENCH_NODE_LABEL}=true"),
+        )
+        .await
     };
     let placement = if options.real_nodes {
         format!("the real nodes {}", env.real_nodes().join(", "))

@@ -41,7 +41,7 @@ fn phase(pod: &Pod) -> &str {
 }
 
 #[tokio::test]
-async fn real_nodes_are_ready_tainted_and_run_containerd() {
+async fn real_nodes_are_ready_untainted_and_run_containerd_kwok_nodes_tainted() {
     let env = Env::load();
     let nodes: Api<Node> = Api::all(env.client().await);
     let real = nodes
@@ -80,6 +80,23 @@ async fn real_nodes_are_ready_tainted_and_run_containerd() {
             internal.len() == 1 && internal[0].starts_with("198.19.0."),
             "{name}: InternalIP {internal:?} is not a private node address"
         );
+        // Untainted: any namespace's Pods run here unless they ask for kwok.
+        let taints = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default();
+        assert!(
+            taints.iter().all(|t| t.effect != "NoSchedule"),
+            "{name}: taints {taints:?}"
+        );
+    }
+    let kwok = nodes
+        .list(&ListParams::default().labels("type=kwok"))
+        .await
+        .expect("listing nodes");
+    assert!(!kwok.items.is_empty(), "the environment has kwok nodes");
+    for node in &kwok {
         let taints = node
             .spec
             .as_ref()
@@ -88,8 +105,9 @@ async fn real_nodes_are_ready_tainted_and_run_containerd() {
         assert!(
             taints
                 .iter()
-                .any(|t| t.key == env.var("RAYGATE_REAL_NODE_TAINT") && t.effect == "NoSchedule"),
-            "{name}: taints {taints:?}"
+                .any(|t| t.key == env.var("RAYGATE_KWOK_NODE_TAINT") && t.effect == "NoSchedule"),
+            "{}: taints {taints:?}",
+            node.metadata.name.as_deref().unwrap_or_default()
         );
     }
 }
