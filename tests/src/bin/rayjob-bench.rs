@@ -1061,7 +1061,13 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     drop(node_guards);
-    report(&options, &runs);
+    let stack = format!(
+        "{} / {} / {}",
+        env.var("RAYGATE_K8S_VERSION"),
+        env.var("RAYGATE_VOLCANO_VERSION"),
+        env.var("RAYGATE_KUBERAY_VERSION")
+    );
+    report(&options, &stack, &runs);
     failure.map_or(Ok(()), Err)
 }
 
@@ -1371,16 +1377,18 @@ async fn measure(
     })
 }
 
-fn report(options: &Options, runs: &[Figures]) {
+/// Prints every run's figures; `stack` names the environment's Kubernetes, Volcano and KubeRay
+/// releases, so that a table says which peer it compares with.
+fn report(options: &Options, stack: &str, runs: &[Figures]) {
     let jobs = options.jobs;
     let per_job = |n: f64| n / jobs as f64;
     println!();
     println!(
-        "| RayJobs | pods | nodes | reconcile concurrency | idle seconds | load average at the end |"
+        "| RayJobs | pods | nodes | reconcile concurrency | idle seconds | load average at the end | Kubernetes / Volcano / KubeRay |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     println!(
-        "| {jobs} | {} | {} | {} | {} | {} |",
+        "| {jobs} | {} | {} | {} | {} | {} | {stack} |",
         jobs * (1 + options.workers),
         if options.real_nodes { "real" } else { "kwok" },
         options.concurrency,
