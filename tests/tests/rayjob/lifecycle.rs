@@ -10,7 +10,7 @@ use raygate_api::keys::{NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE};
 use raygate_api::ray::v1::{RayCluster, RayJob};
 use raygate_api::volcano::PodGroup;
 use raygate_e2e::ray::Dashboard;
-use raygate_e2e::{Env, TestNamespace};
+use raygate_e2e::{Env, TestNamespace, kubectl};
 use serde_json::json;
 
 use super::{RUN, create, events_about, job_dashboard, pods, ray_job, wait_status};
@@ -83,6 +83,55 @@ fn assert_ready_only_after_ray_answered(pod: &Pod) {
         waited >= 10,
         "{name}: Ready {waited} s after its Ray container started, before the probe could pass"
     );
+}
+
+/// Every Pod is bound to one of the environment's real kubelet nodes.
+fn assert_on_real_nodes(pods: &[Pod], env: &Env, dump: &str) {
+    let real = env.real_nodes();
+    for pod in pods {
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+        assert!(
+            node.is_some_and(|n| real.iter().any(|r| r == n)),
+            "{name} is on {node:?}, not on a real node {real:?}\n{dump}"
+        );
+    }
+}
+
+/// What a newcomer does after the demo: a new namespace with only raygate's label, as
+/// `kubectl` makes it, and the README's example RayJob applied there. Its Pods land on the real
+/// nodes with nothing else asked of the user, and it runs to the end.
+#[tokio::test]
+async fn the_example_rayjob_completes_on_real_nodes_in_a_namespace_with_only_the_label() {
+    let env = Env::load();
+    let ns = TestNamespace::plain(&env, "rayjob-plain", &OPT_IN).await;
+    let example = raygate_e2e::examples::example("rayjob.yaml");
+    kubectl::stdout(&["apply", "-n", ns.name(), "-f", example.path_str()]).await;
+
+    let running = wait_status(&ns, "rayjob-sample", "the RayJob to be Running", |s| {
+        s.job_deployment_status.as_deref() == Some("Running")
+    })
+    .await;
+    let cluster = running.ray_cluster_name.clone().unwrap();
+    let ray_pods = pods(&ns, &format!("ray.io/cluster={cluster}")).await;
+    let dump = ns.dump().await;
+    assert_eq!(ray_pods.len(), 3, "head + 2 workers\n{dump}");
+    assert_gang_bound(&ray_pods, "rayjob-sample", None, &dump);
+    assert_on_real_nodes(&ray_pods, &env, &dump);
+
+    let done = wait_status(&ns, "rayjob-sample", "the RayJob to be Complete", |s| {
+        s.job_deployment_status.as_deref() == Some("Complete")
+    })
+    .await;
+    assert_eq!(
+        done.job_status.as_deref(),
+        Some("SUCCEEDED"),
+        "{}",
+        ns.dump().await
+    );
+    let submitter_pods = pods(&ns, "job-name=rayjob-sample").await;
+    assert_eq!(submitter_pods.len(), 1, "{}", ns.dump().await);
+    assert_on_real_nodes(&submitter_pods, &env, "");
 }
 
 #[tokio::test]
