@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use k8s_openapi::api::core::v1::{Node, Pod, Service, Taint};
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use raygate_e2e::ray::Dashboard;
@@ -31,6 +31,13 @@ fn python_pod(name: &str, node: &str, script: &str, labels: serde_json::Value) -
         }
     }))
     .expect("a valid Pod")
+}
+
+fn taints(node: &Node) -> Vec<Taint> {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default()
 }
 
 fn phase(pod: &Pod) -> &str {
@@ -81,11 +88,7 @@ async fn real_nodes_are_ready_untainted_and_run_containerd_kwok_nodes_tainted() 
             "{name}: InternalIP {internal:?} is not a private node address"
         );
         // Untainted: any namespace's Pods run here unless they ask for kwok.
-        let taints = node
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.clone())
-            .unwrap_or_default();
+        let taints = taints(node);
         assert!(
             taints.iter().all(|t| t.effect != "NoSchedule"),
             "{name}: taints {taints:?}"
@@ -97,11 +100,7 @@ async fn real_nodes_are_ready_untainted_and_run_containerd_kwok_nodes_tainted() 
         .expect("listing nodes");
     assert!(!kwok.items.is_empty(), "the environment has kwok nodes");
     for node in &kwok {
-        let taints = node
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.clone())
-            .unwrap_or_default();
+        let taints = taints(node);
         assert!(
             taints
                 .iter()
