@@ -126,9 +126,11 @@ prereqs_ensure() { # <need...>
   local note=''
   if [ "${#PREREQS_PKGS[@]}" -gt 0 ] && [ "$root" = 1 ] && [ "$apt" = 1 ]; then
     prereqs_say "installing missing Debian packages: ${PREREQS_PKGS[*]} (apt-get)"
-    # Its output goes to stderr, so that a caller's stdout stays its own.
+    # Its output goes to stderr, so that a caller's stdout stays its own. Another apt-get
+    # (unattended upgrades, a second run) may hold dpkg's lock for a while: wait for it.
     if ! { DEBIAN_FRONTEND=noninteractive apt-get update -q &&
-           DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${PREREQS_PKGS[@]}"; } >&2; then
+           DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=120 \
+             "${PREREQS_PKGS[@]}"; } >&2; then
       prereqs_say "apt-get failed (its output is above)"
     fi
     prereqs_scan "${needs[@]}" all
