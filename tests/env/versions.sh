@@ -114,3 +114,9 @@ IMAGE_RAYGATE_REF=$IMAGE_RAYGATE_REPO:$IMAGE_RAYGATE_VERSION
 # back from (tests/in-cluster/tests/lifecycle.rs): tagged in each real node's containerd at `up`.
 IMAGE_RAYGATE_UPGRADE_REF=$IMAGE_RAYGATE_REF-upgrade
 IMAGE_RAYGATE_TAR=$RAYGATE_IMAGE_DIR/raygate-$IMAGE_RAYGATE_VERSION/image.tar
+# The release build of raygate that the image packs has a target directory of its own in the
+# cache: every checkout on this machine (a fresh clone in CI included) then recompiles only
+# raygate's own crates, not the dependencies, which take most of a cold release build. An
+# in-cluster environment's host `raygate` (the CLI) is this same binary.
+RAYGATE_RELEASE_TARGET=${RAYGATE_RELEASE_TARGET_DIR:-$RAYGATE_CACHE/cargo-release-target}
+RAYGATE_RELEASE_BINARY=$RAYGATE_RELEASE_TARGET/release/raygate

@@ -52,7 +52,7 @@ pub fn cached_image() -> PathBuf {
     assert!(
         tar.is_file(),
         "{} not found: build raygate's image first with `tests/env/images raygate` \
-         (`tests/env/build raygate-image`; `tests/env/control-plane up` and so `tests/run` run it)",
+         (`tests/env/build raygate-image`, which `tests/run` runs; so does an in-cluster `control-plane up`)",
         tar.display()
     );
     tar

@@ -1,0 +1,87 @@
+//! What `tests/env/control-plane up` builds for its settings (`control-plane parts`): the
+//! environment of `tests/env/dev` (real nodes only, raygate installed with its chart) builds
+//! what it runs and nothing else, while the test environment keeps every part its suites use.
+//!
+//! No environment is needed: `parts` only reads the settings, here with a state directory of
+//! the test's own, so that the running environment's recorded shape does not count.
+
+use std::path::Path;
+use std::process::Command;
+
+/// `control-plane parts` with these settings, one part per element.
+fn parts(settings: &[(&str, &str)]) -> Vec<String> {
+    let state = std::env::temp_dir().join(format!("raygate-env-parts-{}", std::process::id()));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("env/control-plane");
+    let mut command = Command::new(&script);
+    command.arg("parts").env("RAYGATE_STATE", &state);
+    for name in [
+        "RAYGATE_KWOK_NODES",
+        "RAYGATE_NO_RAY",
+        "RAYGATE_REAL_NODES",
+        "RAYGATE_ENV_INSTALL",
+        "RAYGATE_ENV_KUBERAY",
+    ] {
+        command.env_remove(name);
+    }
+    command.envs(settings.iter().copied());
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
+    assert!(
+        output.status.success(),
+        "control-plane parts {settings:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout)
+        .expect("UTF-8 output")
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_demo_environment_builds_only_what_it_runs() {
+    assert_eq!(
+        parts(&[("RAYGATE_KWOK_NODES", "0"), ("RAYGATE_ENV_INSTALL", "helm")]),
+        ["kube", "etcd", "volcano", "helm", "coredns", "images", "raygate-image"],
+        "no kwok, KubeRay or Ray venv, and raygate's image (its one release build)"
+    );
+}
+
+#[test]
+fn the_test_environment_builds_kwok_kuberay_and_the_ray_venv() {
+    assert_eq!(
+        parts(&[]),
+        ["kube", "etcd", "volcano", "helm", "kwok", "kuberay", "ray", "coredns", "images"],
+        "raygate runs as host processes: no image"
+    );
+}
+
+#[test]
+fn kuberay_and_the_shared_ray_head_are_built_when_asked_for_without_kwok() {
+    assert_eq!(
+        parts(&[
+            ("RAYGATE_KWOK_NODES", "0"),
+            ("RAYGATE_ENV_KUBERAY", "1"),
+            ("RAYGATE_NO_RAY", "0"),
+            ("RAYGATE_REAL_NODES", "0"),
+        ]),
+        ["kube", "etcd", "volcano", "helm", "kuberay", "ray"],
+    );
+}
+
+#[test]
+fn a_bad_kwok_node_count_is_refused_naming_the_setting() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("env/control-plane");
+    let output = Command::new(&script)
+        .arg("parts")
+        .env("RAYGATE_STATE", std::env::temp_dir().join("raygate-env-parts-bad"))
+        .env("RAYGATE_KWOK_NODES", "three")
+        .output()
+        .expect("running control-plane");
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).trim(),
+        "RAYGATE_KWOK_NODES: 0 to 999, not three"
+    );
+}
