@@ -43,7 +43,15 @@ fn parts(settings: &[(&str, &str)]) -> Vec<String> {
 fn the_demo_environment_builds_only_what_it_runs() {
     assert_eq!(
         parts(&[("RAYGATE_KWOK_NODES", "0"), ("RAYGATE_ENV_INSTALL", "helm")]),
-        ["kube", "etcd", "volcano", "helm", "coredns", "images", "raygate-image"],
+        [
+            "kube",
+            "etcd",
+            "volcano",
+            "helm",
+            "coredns",
+            "images",
+            "raygate-image"
+        ],
         "no kwok, KubeRay or Ray venv, and raygate's image (its one release build)"
     );
 }
@@ -52,7 +60,9 @@ fn the_demo_environment_builds_only_what_it_runs() {
 fn the_test_environment_builds_kwok_kuberay_and_the_ray_venv() {
     assert_eq!(
         parts(&[]),
-        ["kube", "etcd", "volcano", "helm", "kwok", "kuberay", "ray", "coredns", "images"],
+        [
+            "kube", "etcd", "volcano", "helm", "kwok", "kuberay", "ray", "coredns", "images"
+        ],
         "raygate runs as host processes: no image"
     );
 }
@@ -75,7 +85,10 @@ fn a_bad_kwok_node_count_is_refused_naming_the_setting() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("env/control-plane");
     let output = Command::new(&script)
         .arg("parts")
-        .env("RAYGATE_STATE", std::env::temp_dir().join("raygate-env-parts-bad"))
+        .env(
+            "RAYGATE_STATE",
+            std::env::temp_dir().join("raygate-env-parts-bad"),
+        )
         .env("RAYGATE_KWOK_NODES", "three")
         .output()
         .expect("running control-plane");
