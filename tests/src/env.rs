@@ -109,10 +109,11 @@ impl Env {
         self.var("RAYGATE_RAY_DASHBOARD")
     }
 
-    /// Names of the kwok fake nodes.
+    /// Names of the kwok fake nodes (none in an environment without them).
     pub fn kwok_nodes(&self) -> Vec<String> {
-        self.var("RAYGATE_KWOK_NODES")
+        self.var("RAYGATE_KWOK_NODE_NAMES")
             .split(',')
+            .filter(|name| !name.is_empty())
             .map(str::to_string)
             .collect()
     }

@@ -8,12 +8,12 @@
 use std::path::Path;
 use std::process::Command;
 
-/// `control-plane parts` with these settings, one part per element.
-fn parts(settings: &[(&str, &str)]) -> Vec<String> {
-    let state = std::env::temp_dir().join(format!("raygate-env-parts-{}", std::process::id()));
+/// `tests/env/control-plane parts` with state directory `state` and none of the shape's
+/// settings from the caller's environment.
+fn parts_command(state: &Path) -> Command {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("env/control-plane");
-    let mut command = Command::new(&script);
-    command.arg("parts").env("RAYGATE_STATE", &state);
+    let mut command = Command::new(script);
+    command.arg("parts").env("RAYGATE_STATE", state);
     for name in [
         "RAYGATE_KWOK_NODES",
         "RAYGATE_NO_RAY",
@@ -23,10 +23,21 @@ fn parts(settings: &[(&str, &str)]) -> Vec<String> {
     ] {
         command.env_remove(name);
     }
-    command.envs(settings.iter().copied());
-    let output = command
+    command
+}
+
+/// `control-plane parts` with these settings, one part per element.
+fn parts(settings: &[(&str, &str)]) -> Vec<String> {
+    let state = std::env::temp_dir().join(format!("raygate-env-parts-{}", std::process::id()));
+    parts_in(&state, settings)
+}
+
+/// `control-plane parts` with state directory `state` and these settings.
+fn parts_in(state: &Path, settings: &[(&str, &str)]) -> Vec<String> {
+    let output = parts_command(state)
+        .envs(settings.iter().copied())
         .output()
-        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
+        .expect("running tests/env/control-plane");
     assert!(
         output.status.success(),
         "control-plane parts {settings:?} failed: {}",
@@ -82,13 +93,7 @@ fn kuberay_and_the_shared_ray_head_are_built_when_asked_for_without_kwok() {
 
 #[test]
 fn a_bad_kwok_node_count_is_refused_naming_the_setting() {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("env/control-plane");
-    let output = Command::new(&script)
-        .arg("parts")
-        .env(
-            "RAYGATE_STATE",
-            std::env::temp_dir().join("raygate-env-parts-bad"),
-        )
+    let output = parts_command(&std::env::temp_dir().join("raygate-env-parts-bad"))
         .env("RAYGATE_KWOK_NODES", "three")
         .output()
         .expect("running control-plane");
@@ -96,5 +101,30 @@ fn a_bad_kwok_node_count_is_refused_naming_the_setting() {
     assert_eq!(
         String::from_utf8_lossy(&output.stderr).trim(),
         "RAYGATE_KWOK_NODES: 0 to 999, not three"
+    );
+}
+
+/// Commands after `up` (also run inside the environment, where its env file is applied) take
+/// the shape `up` recorded, not a default.
+#[test]
+fn later_commands_take_the_shape_up_recorded() {
+    let state = std::env::temp_dir().join(format!("raygate-env-parts-up-{}", std::process::id()));
+    std::fs::create_dir_all(&state).expect("creating the state directory");
+    std::fs::write(state.join("kwok-nodes"), "0\n").expect("recording the kwok nodes");
+    std::fs::write(state.join("no-ray"), "1\n").expect("recording no Ray head");
+    std::fs::write(state.join("install-mode"), "helm\n").expect("recording the install");
+    let recorded = parts_in(&state, &[]);
+    std::fs::remove_dir_all(&state).expect("removing the state directory");
+    assert_eq!(
+        recorded,
+        [
+            "kube",
+            "etcd",
+            "volcano",
+            "helm",
+            "coredns",
+            "images",
+            "raygate-image"
+        ]
     );
 }
