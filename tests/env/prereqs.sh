@@ -48,7 +48,8 @@ PREREQS_EXIT=2
 # fill up to about 30 GB (a cache with every supported release built: 29 GB, GOCACHE 20 of it,
 # GOMODCACHE 4.5, binaries 2.8, the release target 1.6). Warm, the cache grows little; 10 GB is
 # for a fresh clone's target/ (tests/run's three selections, several GB), another release's
-# builds and the real nodes' containerd state.
+# builds and the real nodes' containerd state. A caller that builds less sets its own cold need
+# after sourcing this file (tests/env/dev: the demo's cache).
 PREREQS_COLD_GB=30 PREREQS_WARM_GB=10
 
 prereqs_say() { printf '[prereqs] %s\n' "$*" >&2; }
