@@ -427,12 +427,14 @@ pub const DEFAULT_IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(120);
 /// out nor hold more than the bound. A connection with a request in flight is never closed for
 /// a new one.
 ///
-/// 512 is enough for every connection the API servers keep: the API server talks HTTP/1.1 to
-/// webhooks, one request per connection at a time, and keeps at most 25 idle connections per
-/// webhook client (client-go's `MaxIdleConnsPerHost`); raygate's five paths (four admission, one
-/// conversion) are five clients, so at most 125 connections per API server, 375 for three API
-/// servers even if every one of them lands on the same replica. (More exist only while more
-/// reviews are in flight at once, and those wait for a slot rather than fail.)
+/// 512 holds the connections two API servers keep, and most of three: the API server talks
+/// HTTP/1.1 to webhooks, one request per connection at a time, and keeps at most 25 idle
+/// connections per webhook client (client-go's `MaxIdleConnsPerHost`); raygate's eight paths
+/// (seven admission, one conversion) are eight clients, so at most 200 idle connections per API
+/// server. Three API servers all on one replica could keep 600: past 512 the connection idle the
+/// longest is closed for a new one, which costs the API server a reconnect, not a review. (More
+/// exist only while more reviews are in flight at once, and those wait for a slot rather than
+/// fail.)
 ///
 /// An idle connection costs 9 KiB after a bare TLS handshake and 22 KiB once it has opened
 /// HTTP/2 (the idle flood of `webhook/benches/load.rs`). Held at 512, a flood of 2,000 or 6,000
