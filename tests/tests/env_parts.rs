@@ -50,19 +50,22 @@ fn parts_in(state: &Path, settings: &[(&str, &str)]) -> Vec<String> {
         .collect()
 }
 
+/// The parts of the demo's environment: real nodes only, raygate installed with its chart.
+const DEMO_PARTS: [&str; 7] = [
+    "kube",
+    "etcd",
+    "volcano",
+    "helm",
+    "coredns",
+    "images",
+    "raygate-image",
+];
+
 #[test]
 fn the_demo_environment_builds_only_what_it_runs() {
     assert_eq!(
         parts(&[("RAYGATE_KWOK_NODES", "0"), ("RAYGATE_ENV_INSTALL", "helm")]),
-        [
-            "kube",
-            "etcd",
-            "volcano",
-            "helm",
-            "coredns",
-            "images",
-            "raygate-image"
-        ],
+        DEMO_PARTS,
         "no kwok, KubeRay or Ray venv, and raygate's image (its one release build)"
     );
 }
@@ -115,16 +118,5 @@ fn later_commands_take_the_shape_up_recorded() {
     std::fs::write(state.join("install-mode"), "helm\n").expect("recording the install");
     let recorded = parts_in(&state, &[]);
     std::fs::remove_dir_all(&state).expect("removing the state directory");
-    assert_eq!(
-        recorded,
-        [
-            "kube",
-            "etcd",
-            "volcano",
-            "helm",
-            "coredns",
-            "images",
-            "raygate-image"
-        ]
-    );
+    assert_eq!(recorded, DEMO_PARTS);
 }
