@@ -113,9 +113,8 @@ fn a_bad_kwok_node_count_is_refused_naming_the_setting() {
 fn later_commands_take_the_shape_up_recorded() {
     let state = std::env::temp_dir().join(format!("raygate-env-parts-up-{}", std::process::id()));
     std::fs::create_dir_all(&state).expect("creating the state directory");
-    std::fs::write(state.join("kwok-nodes"), "0\n").expect("recording the kwok nodes");
-    std::fs::write(state.join("no-ray"), "1\n").expect("recording no Ray head");
-    std::fs::write(state.join("install-mode"), "helm\n").expect("recording the install");
+    std::fs::write(state.join("shape"), "install=helm kwok-nodes=0 no-ray=1\n")
+        .expect("recording the shape");
     let recorded = parts_in(&state, &[]);
     std::fs::remove_dir_all(&state).expect("removing the state directory");
     assert_eq!(recorded, DEMO_PARTS);
