@@ -155,7 +155,9 @@ fn parse_yaml(
     text: &str,
     emit: &mut impl FnMut(Value),
 ) -> Result<(), InputError> {
-    check_document_separators(source_name, text)?;
+    // kubectl reads the documents before a bad separator line (and applies them) before it
+    // stops there: so are they read here, and the separator's error comes after them.
+    let (text, bad_separator) = split_at_bad_separator(source_name, text);
     let mut reader = YamlReader {
         source_name,
         parser: Parser::new_from_str(text),
@@ -165,7 +167,7 @@ fn parse_yaml(
     loop {
         let (event, span) = reader.next()?;
         match event {
-            Event::StreamEnd => return Ok(()),
+            Event::StreamEnd => return bad_separator.map_or(Ok(()), Err),
             Event::DocumentStart(..) => {
                 reader.anchors.clear();
                 reader.expanded = 0;
@@ -188,14 +190,18 @@ fn parse_yaml(
 
 /// kubectl cuts a stream into documents at lines starting with `---` and refuses such a line
 /// with anything but a comment after the marker (`--- {a: 1}` is YAML, but not to kubectl).
-fn check_document_separators(source_name: &str, text: &str) -> Result<(), InputError> {
-    for (number, line) in text.lines().enumerate() {
+/// Returns the text before the first such line, and its error; the whole text when there is none.
+fn split_at_bad_separator<'t>(source_name: &str, text: &'t str) -> (&'t str, Option<InputError>) {
+    let mut start = 0;
+    for (number, line) in text.split_inclusive('\n').enumerate() {
+        let line_start = start;
+        start += line.len();
         let Some(rest) = line.strip_prefix("---") else {
             continue;
         };
         let rest = rest.trim();
         if !rest.is_empty() && !rest.starts_with('#') {
-            return Err(InputError {
+            let error = InputError {
                 source_name: source_name.to_string(),
                 line: Some(number as u64 + 1),
                 column: Some(4),
@@ -203,10 +209,11 @@ fn check_document_separators(source_name: &str, text: &str) -> Result<(), InputE
                     "kubectl allows only a comment after a `---` document separator, not \
                      {rest:?}: move it to the next line"
                 ),
-            });
+            };
+            return (&text[..line_start], Some(error));
         }
     }
-    Ok(())
+    (text, None)
 }
 
 /// How many nodes aliases may copy into one document before it is refused as an alias bomb
@@ -719,6 +726,20 @@ mod tests {
         let err = refused("a: 1\n--- {b: 2}\n");
         assert_eq!((err.line, err.column), (Some(2), Some(4)), "{err}");
         assert!(err.message.contains("next line"), "{err}");
+    }
+
+    #[test]
+    fn the_documents_before_a_bad_separator_are_read_first() {
+        let mut seen = Vec::new();
+        let err = for_each_document("x.yaml", "a: 1\n---\nb: 2\n--- {c: 3}\nc: 4\n", |d| {
+            seen.push(d.value)
+        })
+        .unwrap_err();
+        assert_eq!(seen, vec![json!({"a": 1}), json!({"b": 2})]);
+        assert_eq!((err.line, err.column), (Some(4), Some(4)), "{err}");
+        // A syntax error before the bad separator is the one reported.
+        let err = refused("a: [\n--- {b: 2}\n");
+        assert!(!err.message.contains("separator"), "{err}");
     }
 
     #[test]
