@@ -14,6 +14,7 @@
 //! survive every raygate write, whatever version of the types raygate was built with.
 
 pub mod admission;
+pub mod apply;
 pub mod check;
 pub mod cluster;
 pub mod coexist;
