@@ -26,6 +26,7 @@ mod manifests;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
+use raygate_api::apply::{self, FieldValidation};
 use raygate_api::check::{self, ObjectReport};
 use raygate_api::features::FeatureGates;
 use raygate_api::finding::{Finding, Severity};
@@ -60,7 +61,8 @@ enum Command {
     /// Validate RayJobs and RayClusters as `kubectl apply` through raygate's webhook would.
     ///
     /// Exit codes: 0 every object is valid, 1 some object is invalid, 2 some input could not
-    /// be read or parsed. Other kinds are skipped with a note on standard error.
+    /// be read or parsed (the documents before a syntax error are still checked, as kubectl
+    /// applies them). Other kinds are skipped with a note on standard error.
     Validate {
         #[command(flatten)]
         files: Files,
@@ -69,11 +71,14 @@ enum Command {
         output: ValidateOutput,
         #[command(flatten)]
         rules: RuleOptions,
+        #[command(flatten)]
+        fields: FieldValidationArgs,
     },
     /// Print the Volcano PodGroup each RayJob and standalone RayCluster would get.
     ///
     /// Exit codes: 0 all sized, 1 some object is invalid (as `validate` with the same
-    /// `--reconciler` and `--feature-gates` says) or cannot be sized, 2 unreadable input.
+    /// `--reconciler`, `--feature-gates` and `--validate` says) or cannot be sized, 2
+    /// unreadable input.
     Podgroup {
         #[command(flatten)]
         files: Files,
@@ -82,6 +87,8 @@ enum Command {
         output: ObjectOutput,
         #[command(flatten)]
         rules: RuleOptions,
+        #[command(flatten)]
+        fields: FieldValidationArgs,
     },
     /// Print the ray.io CustomResourceDefinitions raygate serves.
     Crds {
@@ -198,6 +205,21 @@ pub(crate) struct RuleOptions {
         value_name = "RECONCILER"
     )]
     pub(crate) reconciler: Reconciler,
+}
+
+/// `--validate`, kubectl's flag, for `validate` and `podgroup`.
+#[derive(clap::Args, Debug)]
+struct FieldValidationArgs {
+    /// Unknown fields, as kubectl's `--validate`: `strict` (or `true`) errors, `warn`
+    /// warnings, `ignore` (or `false`) nothing.
+    #[arg(
+        long = "validate",
+        value_name = "MODE",
+        default_value = "strict",
+        num_args = 0..=1,
+        default_missing_value = "strict"
+    )]
+    validate: FieldValidation,
 }
 
 /// `--namespace-label`, one definition for every subcommand that needs it (`webhook`,
@@ -333,12 +355,14 @@ fn run(cli: Cli) -> Result<u8> {
             files,
             output,
             rules,
-        } => validate(&files.files, output, &rules.context()),
+            fields,
+        } => validate(&files.files, output, &rules.context(), fields.validate),
         Command::Podgroup {
             files,
             output,
             rules,
-        } => podgroups(&files.files, output, &rules.context()),
+            fields,
+        } => podgroups(&files.files, output, &rules.context(), fields.validate),
         Command::Crds { write } => crds(write),
         Command::Convert { files, to } => convert::run(&files.files, to),
         Command::Manifests { install, webhooks } => manifests::run(*install, webhooks),
@@ -389,8 +413,8 @@ impl RuleOptions {
 
 /// Hands every object of every input to `visit`, with its input's name, as soon as it is
 /// parsed (one object in memory at a time); `Err` with the code for unreadable input after
-/// reporting why, once every input has been tried. Callers keep only what they derive from the
-/// objects and discard it on `Err`: unreadable input reports nothing else.
+/// reporting why, once every input has been tried. `visit` has then seen the objects before the
+/// syntax error: `validate` reports them (kubectl applies them), `podgroup` discards them.
 fn for_each_input_document(
     files: &[String],
     mut visit: impl FnMut(&str, Document),
@@ -449,19 +473,23 @@ fn skip_note(source: &str, doc: &Document) -> String {
     )
 }
 
-fn validate(files: &[String], output: ValidateOutput, ctx: &ValidationContext) -> Result<u8> {
+/// As `kubectl apply`: every document read before a syntax error gets its verdict, then the
+/// code for unreadable input.
+fn validate(
+    files: &[String],
+    output: ValidateOutput,
+    ctx: &ValidationContext,
+    fields: FieldValidation,
+) -> Result<u8> {
     let mut reports = Vec::new();
     let mut notes = Vec::new();
     let read = for_each_input_document(files, |source, doc| {
-        if check::ray_kind(&doc.value).is_none() {
+        if !apply::judges(&doc.value) {
             notes.push(skip_note(source, &doc));
-        } else if let Some(checked) = check::check_object(doc.value, ctx) {
+        } else if let Some(checked) = apply::check_manifest(doc.value, ctx, fields) {
             reports.push(checked.report);
         }
     });
-    if let Err(code) = read {
-        return Ok(code);
-    }
     for note in notes {
         eprintln!("{note}");
     }
@@ -477,10 +505,10 @@ fn validate(files: &[String], output: ValidateOutput, ctx: &ValidationContext) -
             }
         }
     }
-    Ok(if reports.iter().all(|r| r.valid) {
-        EXIT_VALID
-    } else {
-        EXIT_INVALID
+    Ok(match read {
+        Err(code) => code,
+        Ok(()) if reports.iter().all(|r| r.valid) => EXIT_VALID,
+        Ok(()) => EXIT_INVALID,
     })
 }
 
@@ -520,7 +548,12 @@ fn rule_tag(finding: &Finding) -> String {
     format!("[{}, compat: {compat}]", finding.rule)
 }
 
-fn podgroups(files: &[String], output: ObjectOutput, ctx: &ValidationContext) -> Result<u8> {
+fn podgroups(
+    files: &[String],
+    output: ObjectOutput,
+    ctx: &ValidationContext,
+    fields: FieldValidation,
+) -> Result<u8> {
     let documents = match read_inputs(files) {
         Ok(documents) => documents,
         Err(code) => return Ok(code),
@@ -529,7 +562,7 @@ fn podgroups(files: &[String], output: ObjectOutput, ctx: &ValidationContext) ->
     let mut failed = false;
     for (source, doc) in documents {
         let note = skip_note(&source, &doc);
-        let Some(checked) = check::check_object(doc.value, ctx) else {
+        let Some(checked) = apply::check_manifest(doc.value, ctx, fields) else {
             eprintln!("{note}");
             continue;
         };

@@ -171,15 +171,178 @@ fn unreadable_input_exits_2_with_a_location() {
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr(&output).contains("/nonexistent/rayjob.yaml"));
 
-    // Objects are checked as they are read; a syntax error further on still reports only the
-    // error, not the verdicts or skip notes of the objects before it.
+    // As kubectl applies the documents before a syntax error, the objects before it get their
+    // verdicts (and skip notes); the exit code is still the one for unreadable input.
     let valid = std::fs::read_to_string(example("rayjob.yaml")).expect("the example");
     let broken = format!("{valid}\n---\napiVersion: v1\nkind: ConfigMap\n---\nkind: [\n");
     let output = raygate(&["validate", "-o", "json", "-f", "-"], Some(&broken));
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
-    assert_eq!(stdout(&output), "");
+    let reports: Value = serde_json::from_str(&stdout(&output)).expect("JSON reports");
+    assert_eq!(reports.as_array().map(Vec::len), Some(1), "{reports}");
+    assert_eq!(reports[0]["name"], "rayjob-sample");
+    assert_eq!(reports[0]["valid"], true);
+    let text = stderr(&output);
+    let line: usize = text
+        .strip_prefix("error: -:")
+        .and_then(|rest| rest.split(':').next())
+        .and_then(|line| line.parse().ok())
+        .unwrap_or_else(|| panic!("no location: {text}"));
+    // The bracket opens on the last line; the parser finds it unclosed at the end.
+    assert!(line >= valid.lines().count() + 6, "{text}");
     assert!(
-        stderr(&output).starts_with("error: -:") && !stderr(&output).contains("note:"),
+        text.contains("note: -: document 2 is ConfigMap (v1)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_documents_before_a_bad_separator_get_their_verdicts() {
+    let valid = std::fs::read_to_string(example("rayjob.yaml")).expect("the example");
+    let broken = format!("{valid}---\napiVersion: ray.io/v1\nkind: RayJob\n--- {{a: 1}}\n");
+    let output = raygate(&["validate", "-f", "-"], Some(&broken));
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(
+        text.starts_with("rayjob.ray.io/rayjob-sample valid\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("* metadata.name: Required value: name or generateName is required"),
+        "{text}"
+    );
+    let line = valid.lines().count() + 4;
+    assert!(
+        stderr(&output).starts_with(&format!("error: -:{line}:4: kubectl allows only a comment")),
+        "{}",
+        stderr(&output)
+    );
+}
+
+/// The example RayJob with `edit` applied to its JSON.
+fn example_job(edit: impl FnOnce(&mut Value)) -> String {
+    let text = std::fs::read_to_string(example("rayjob.yaml")).expect("the example");
+    let mut job = raygate_api::input::parse_documents("rayjob.yaml", &text)
+        .expect("readable")
+        .remove(0)
+        .value;
+    edit(&mut job);
+    serde_json::to_string(&job).expect("JSON")
+}
+
+#[test]
+fn unknown_fields_follow_kubectl_s_validate_flag() {
+    let typo = example_job(|job| {
+        job["spec"]["entrypont"] = job["spec"]["entrypoint"].take();
+    });
+    let strict = "* spec.entrypont: strict decoding error: unknown field \"spec.entrypont\"";
+    for flags in [
+        &[][..],
+        &["--validate"],
+        &["--validate=strict"],
+        &["--validate=true"],
+    ] {
+        let args = [&["validate", "-f", "-"], flags].concat();
+        let output = raygate(&args, Some(&typo));
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{flags:?}: {}",
+            stdout(&output)
+        );
+        assert!(
+            stdout(&output).starts_with("The RayJob \"rayjob-sample\" is invalid:\n")
+                && stdout(&output).contains(strict),
+            "{flags:?}: {}",
+            stdout(&output)
+        );
+    }
+    let output = raygate(&["validate", "--validate=warn", "-f", "-"], Some(&typo));
+    assert_eq!(output.status.code(), Some(0), "{}", stdout(&output));
+    assert!(
+        stdout(&output).contains(
+            "Warning: rayjob.ray.io/rayjob-sample: spec.entrypont: unknown field \"spec.entrypont\""
+        ),
+        "{}",
+        stdout(&output)
+    );
+    for ignore in ["--validate=ignore", "--validate=false"] {
+        let output = raygate(&["validate", ignore, "-f", "-"], Some(&typo));
+        assert_eq!(output.status.code(), Some(0), "{ignore}");
+        assert!(
+            !stdout(&output).contains("entrypont"),
+            "{}",
+            stdout(&output)
+        );
+    }
+    let output = raygate(&["validate", "--validate=yes", "-f", "-"], Some(&typo));
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("invalid - validate option \"yes\"; must be one of: strict (or true), warn, ignore (or false)"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn the_api_server_s_metadata_rules_apply() {
+    type Edit = fn(&mut Value);
+    let cases: [(&str, Edit, &str); 4] = [
+        (
+            "no name",
+            |job| {
+                job["metadata"].as_object_mut().unwrap().remove("name");
+            },
+            "* metadata.name: Required value: name or generateName is required",
+        ),
+        (
+            "a name that is no DNS-1123 subdomain",
+            |job| job["metadata"]["name"] = "Sample_Job".into(),
+            "* metadata.name: Invalid value: \"Sample_Job\": a lowercase RFC 1123 subdomain",
+        ),
+        (
+            "a label value too long",
+            |job| job["metadata"]["labels"]["team"] = "x".repeat(64).into(),
+            "must be no more than 63 characters",
+        ),
+        (
+            "annotations over 256 KiB with kubectl apply's copy",
+            |job| {
+                job["metadata"]["annotations"] = serde_json::json!({"notes": "x".repeat(200_000)})
+            },
+            "* metadata.annotations: Too long: may not be more than 262144 bytes; ",
+        ),
+    ];
+    for (what, edit, expected) in cases {
+        let output = raygate(&["validate", "-f", "-"], Some(&example_job(edit)));
+        assert_eq!(output.status.code(), Some(1), "{what}: {}", stdout(&output));
+        assert!(
+            stdout(&output).contains(expected),
+            "{what}: {}",
+            stdout(&output)
+        );
+    }
+}
+
+#[test]
+fn unserved_ray_versions_and_kinds_are_errors_others_are_skipped() {
+    let v2 = example_job(|job| job["apiVersion"] = "ray.io/v2".into());
+    let output = raygate(&["validate", "-o", "json", "-f", "-"], Some(&v2));
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    let reports: Value = serde_json::from_str(&stdout(&output)).expect("JSON reports");
+    assert_eq!(reports[0]["findings"][0]["rule"], "no-kind-match");
+    assert_eq!(
+        reports[0]["findings"][0]["message"],
+        "no matches for kind \"RayJob\" in version \"ray.io/v2\": raygate's CRDs serve ray.io/v1 and ray.io/v1alpha1 RayJob and RayCluster"
+    );
+    let plural = example_job(|job| job["kind"] = "RayJobs".into());
+    let output = raygate(&["validate", "-f", "-"], Some(&plural));
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stdout(&output).contains("no matches for kind \"RayJobs\" in version \"ray.io/v1\""));
+    let service = example_job(|job| job["kind"] = "RayService".into());
+    let output = raygate(&["validate", "-f", "-"], Some(&service));
+    assert_eq!(output.status.code(), Some(0), "{}", stdout(&output));
+    assert!(
+        stderr(&output).contains("is RayService (ray.io/v1)"),
         "{}",
         stderr(&output)
     );
