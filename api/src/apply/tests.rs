@@ -365,3 +365,25 @@ fn other_groups_and_kuberay_only_kinds_are_not_judged() {
         &json!({"apiVersion": "ray.io/v3", "kind": "RayService"})
     ));
 }
+
+#[test]
+fn every_rule_is_catalogued() {
+    let catalogue = include_str!("../../../docs/validation-rules.md");
+    for rule in [
+        NO_KIND_MATCH,
+        UNKNOWN_FIELD,
+        rules::METADATA_TYPE,
+        rules::NAME_REQUIRED,
+        rules::NAME_INVALID,
+        rules::GENERATE_NAME_INVALID,
+        rules::NAMESPACE_INVALID,
+        rules::LABEL_INVALID,
+        rules::ANNOTATION_INVALID,
+        rules::ANNOTATIONS_TOO_LONG,
+    ] {
+        assert!(
+            catalogue.contains(&format!("| `{rule}` |")),
+            "{rule} is missing from docs/validation-rules.md"
+        );
+    }
+}
