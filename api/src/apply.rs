@@ -93,9 +93,9 @@ pub fn judges(object: &Value) -> bool {
 /// are [`check::check_object`]'s (none for a version or kind no CRD serves).
 ///
 /// The findings come in the API server's order: the object cannot be read (`metadata` type
-/// errors, then alone: nothing else is checked), unknown fields (sorted, as the API server lists them; with `strict`), `metadata`
-/// validation, then [`check::check_object`]'s. Without a name, KubeRay's name rules, which
-/// would repeat the missing name, are left out.
+/// errors, then alone: nothing else is checked), unknown fields (sorted, as the API server
+/// lists them), `metadata` validation, then [`check::check_object`]'s. Without a name,
+/// KubeRay's name rules, which would repeat the missing name, are left out.
 pub fn check_manifest(
     object: Value,
     ctx: &ValidationContext,
@@ -120,10 +120,13 @@ pub fn check_manifest(
         .partition(|f| f.rule == UNKNOWN_FIELD);
     let mut unknown: Vec<String> = unknown.into_iter().map(|f| f.field).collect();
     unknown.sort();
-    unknown.extend(meta.unknown_fields.iter().cloned());
     let name_missing = meta.name_missing();
-    let (decode, validation): (Vec<Finding>, Vec<Finding>) = meta
-        .findings
+    let metadata::MetadataCheck {
+        findings,
+        unknown_fields,
+    } = meta;
+    unknown.extend(unknown_fields);
+    let (decode, validation): (Vec<Finding>, Vec<Finding>) = findings
         .into_iter()
         .partition(|f| f.rule == metadata::rules::METADATA_TYPE);
     let mut findings = decode;
