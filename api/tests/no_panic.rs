@@ -6,6 +6,7 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use proptest::prelude::*;
 use raygate_api::admission::{self, Operation, RayObjectReview};
+use raygate_api::apply::{FieldValidation, check_manifest};
 use raygate_api::check::check_object;
 use raygate_api::input::parse_documents;
 use raygate_api::keys;
@@ -94,6 +95,16 @@ fn check_everything(value: &Value) {
                     let _ = sizing::ray_cluster_pod_group(cluster);
                 }
                 None => {}
+            }
+        }
+        for fields in [
+            FieldValidation::Strict,
+            FieldValidation::Warn,
+            FieldValidation::Ignore,
+        ] {
+            if let Some(checked) = check_manifest(value.clone(), &ctx, fields) {
+                let report = checked.report;
+                assert_eq!(report.valid, !report.findings.iter().any(|f| f.is_error()));
             }
         }
     }
