@@ -284,6 +284,34 @@ fn unknown_fields_follow_kubectl_s_validate_flag() {
 }
 
 #[test]
+fn podgroup_refuses_what_validate_refuses_under_the_same_validate_flag() {
+    let typo = example_job(|job| job["spec"]["entrypont"] = "x".into());
+    let output = raygate(&["podgroup", "-f", "-"], Some(&typo));
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    assert!(stdout(&output).is_empty(), "{}", stdout(&output));
+    assert!(
+        stderr(&output).contains("strict decoding error: unknown field \"spec.entrypont\""),
+        "{}",
+        stderr(&output)
+    );
+    let output = raygate(&["podgroup", "--validate=warn", "-f", "-"], Some(&typo));
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("name: ray-rayjob-sample-pg"),
+        "{}",
+        stdout(&output)
+    );
+    let v2 = example_job(|job| job["apiVersion"] = "ray.io/v2".into());
+    let output = raygate(&["podgroup", "-f", "-"], Some(&v2));
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("no matches for kind"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
 fn the_api_server_s_metadata_rules_apply() {
     type Edit = fn(&mut Value);
     let cases: [(&str, Edit, &str); 4] = [
