@@ -201,15 +201,8 @@ fn the_documents_before_a_bad_separator_get_their_verdicts() {
     let broken = format!("{valid}---\napiVersion: ray.io/v1\nkind: RayJob\n--- {{a: 1}}\n");
     let output = raygate(&["validate", "-f", "-"], Some(&broken));
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
-    let text = stdout(&output);
-    assert!(
-        text.starts_with("rayjob.ray.io/rayjob-sample valid\n"),
-        "{text}"
-    );
-    assert!(
-        text.contains("* metadata.name: Required value: name or generateName is required"),
-        "{text}"
-    );
+    // The nameless RayJob the bad line ends is lost, as kubectl loses it.
+    assert_eq!(stdout(&output), "rayjob.ray.io/rayjob-sample valid\n");
     let line = valid.lines().count() + 4;
     assert!(
         stderr(&output).starts_with(&format!("error: -:{line}:4: kubectl allows only a comment")),

@@ -155,8 +155,8 @@ fn parse_yaml(
     text: &str,
     emit: &mut impl FnMut(Value),
 ) -> Result<(), InputError> {
-    // kubectl reads the documents before a bad separator line (and applies them) before it
-    // stops there: so are they read here, and the separator's error comes after them.
+    // kubectl reads the documents before the one a bad separator line ends (and applies them)
+    // before it stops there: so are they read here, and the separator's error comes after them.
     let (text, bad_separator) = split_at_bad_separator(source_name, text);
     let mut reader = YamlReader {
         source_name,
@@ -190,9 +190,12 @@ fn parse_yaml(
 
 /// kubectl cuts a stream into documents at lines starting with `---` and refuses such a line
 /// with anything but a comment after the marker (`--- {a: 1}` is YAML, but not to kubectl).
-/// Returns the text before the first such line, and its error; the whole text when there is none.
+/// The document that line would end is lost with it (kubectl's `YAMLReader` drops what it has
+/// read of it). Returns the text of the documents before that one, and the line's error; the
+/// whole text when there is no such line.
 fn split_at_bad_separator<'t>(source_name: &str, text: &'t str) -> (&'t str, Option<InputError>) {
     let mut start = 0;
+    let mut document_start = 0;
     for (number, line) in text.split_inclusive('\n').enumerate() {
         let line_start = start;
         start += line.len();
@@ -200,7 +203,9 @@ fn split_at_bad_separator<'t>(source_name: &str, text: &'t str) -> (&'t str, Opt
             continue;
         };
         let rest = rest.trim();
-        if !rest.is_empty() && !rest.starts_with('#') {
+        if rest.is_empty() || rest.starts_with('#') {
+            document_start = line_start;
+        } else {
             let error = InputError {
                 source_name: source_name.to_string(),
                 line: Some(number as u64 + 1),
@@ -210,7 +215,7 @@ fn split_at_bad_separator<'t>(source_name: &str, text: &'t str) -> (&'t str, Opt
                      {rest:?}: move it to the next line"
                 ),
             };
-            return (&text[..line_start], Some(error));
+            return (&text[..document_start], Some(error));
         }
     }
     (text, None)
@@ -731,15 +736,17 @@ mod tests {
     #[test]
     fn the_documents_before_a_bad_separator_are_read_first() {
         let mut seen = Vec::new();
-        let err = for_each_document("x.yaml", "a: 1\n---\nb: 2\n--- {c: 3}\nc: 4\n", |d| {
-            seen.push(d.value)
-        })
-        .unwrap_err();
-        assert_eq!(seen, vec![json!({"a": 1}), json!({"b": 2})]);
+        let text = "a: 1\n---\nb: 2\n--- {c: 3}\nc: 4\n";
+        let err = for_each_document("x.yaml", text, |d| seen.push(d.value)).unwrap_err();
+        // The document the bad line would end is lost, as kubectl loses it.
+        assert_eq!(seen, vec![json!({"a": 1})]);
         assert_eq!((err.line, err.column), (Some(4), Some(4)), "{err}");
-        // A syntax error before the bad separator is the one reported.
-        let err = refused("a: [\n--- {b: 2}\n");
+        // A syntax error in a document before the lost one is the one reported; in the lost
+        // one, it is never read.
+        let err = refused("a: [\n---\nb: 2\n--- {c: 3}\n");
         assert!(!err.message.contains("separator"), "{err}");
+        let err = refused("a: [\n--- {b: 2}\n");
+        assert!(err.message.contains("separator"), "{err}");
     }
 
     #[test]
