@@ -323,7 +323,7 @@ fn the_api_server_s_metadata_rules_apply() {
         (
             "a label value too long",
             |job| job["metadata"]["labels"]["team"] = "x".repeat(64).into(),
-            "must be no more than 63 characters",
+            "must be no more than 63 bytes",
         ),
         (
             "annotations over 256 KiB with kubectl apply's copy",

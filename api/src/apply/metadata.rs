@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::finding::{Compat, Finding};
 use crate::validation::k8s::{
-    is_dns1123_label, is_dns1123_subdomain, is_qualified_name, is_valid_label_value,
+    Texts, is_dns1123_label, is_dns1123_subdomain, is_label_key, is_label_value,
 };
 
 /// The most bytes all annotations of an object may hold together (keys and values;
@@ -95,13 +95,14 @@ const MANAGED_FIELDS_ENTRY_FIELDS: [&str; 7] = [
     "time",
 ];
 
-/// The `ObjectMeta` fields that hold one string.
-const STRING_FIELDS: [&str; 5] = [
-    "generateName",
-    "name",
-    "namespace",
-    "resourceVersion",
-    "uid",
+/// The `ObjectMeta` fields that hold one string, with their Go types.
+const STRING_FIELDS: [(&str, &str); 6] = [
+    ("generateName", "string"),
+    ("name", "string"),
+    ("namespace", "string"),
+    ("resourceVersion", "string"),
+    ("selfLink", "string"),
+    ("uid", "types.UID"),
 ];
 
 /// Checks `object["metadata"]` as the API server does when a custom resource is created.
@@ -168,7 +169,7 @@ pub fn check_metadata(object: &Value) -> MetadataCheck {
             .map(|(k, v)| (k.as_str(), v.as_str().unwrap_or_default()))
     };
     for (key, value) in strings("labels") {
-        for message in is_qualified_name(key) {
+        for message in is_label_key(key, Texts::ApiServer) {
             findings.push(invalid(
                 rules::LABEL_INVALID,
                 "metadata.labels",
@@ -176,7 +177,7 @@ pub fn check_metadata(object: &Value) -> MetadataCheck {
                 &message,
             ));
         }
-        for message in is_valid_label_value(value) {
+        for message in is_label_value(value, Texts::ApiServer) {
             findings.push(invalid(
                 rules::LABEL_INVALID,
                 "metadata.labels",
@@ -187,7 +188,7 @@ pub fn check_metadata(object: &Value) -> MetadataCheck {
     }
     let mut written = 0;
     for (key, value) in strings("annotations") {
-        for message in is_qualified_name(&key.to_lowercase()) {
+        for message in is_label_key(&key.to_lowercase(), Texts::ApiServer) {
             findings.push(invalid(
                 rules::ANNOTATION_INVALID,
                 "metadata.annotations",
@@ -261,53 +262,62 @@ fn unknown_fields(meta: &Map<String, Value>, out: &mut Vec<String>) {
     }
 }
 
-/// Go's name for the type of a JSON value in an unstructured object.
-fn go_type(value: &Value) -> &'static str {
+/// What Go's `encoding/json` calls a JSON value in its `UnmarshalTypeError`.
+fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Bool(_) => "bool",
-        Value::Number(n) if n.is_f64() => "float64",
-        Value::Number(_) => "int64",
+        Value::Number(_) => "number",
         Value::String(_) => "string",
-        Value::Array(_) => "[]interface {}",
-        Value::Object(_) => "map[string]interface {}",
-        Value::Null => "nil",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+        Value::Null => "null",
     }
 }
 
-/// Go's `reflect.Kind` of a JSON value in an unstructured object.
-fn go_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Array(_) => "slice",
-        Value::Object(_) => "map",
-        other => go_type(other),
-    }
-}
-
-/// The fields the API server's unstructured converter cannot put into an `ObjectMeta`, with
-/// its messages (`cannot convert int64 to string`, `cannot restore map from slice`).
+/// The fields kubectl cannot decode into an `ObjectMeta` before it sends the object: it refuses
+/// the object itself, with Go's `encoding/json` message (`json: cannot unmarshal number into Go
+/// struct field ObjectMeta.metadata.labels of type string`). A `null` is none: Go decodes it as
+/// the zero value.
 fn type_errors(meta: &Map<String, Value>, findings: &mut Vec<Finding>) {
-    let mut push = |key: &str, message: String| {
+    let mut push = |key: &str, value: &Value, go_type: &str| {
         findings.push(error(
             rules::METADATA_TYPE,
             &format!("metadata.{key}"),
-            message,
+            format!(
+                "json: cannot unmarshal {} into Go struct field ObjectMeta.metadata.{key} of type \
+                 {go_type}",
+                json_kind(value)
+            ),
         ));
     };
     let not_a_string = |v: &&Value| !v.is_null() && !v.is_string();
-    for key in STRING_FIELDS {
+    for (key, go_type) in STRING_FIELDS {
         if let Some(value) = meta.get(key).filter(not_a_string) {
-            push(key, format!("cannot convert {} to string", go_type(value)));
+            push(key, value, go_type);
         }
     }
-    for key in ["labels", "annotations"] {
+    for (key, container, is_container) in [
+        (
+            "labels",
+            "map[string]string",
+            Value::is_object as fn(&Value) -> bool,
+        ),
+        ("annotations", "map[string]string", Value::is_object),
+        ("finalizers", "[]string", Value::is_array),
+    ] {
         match meta.get(key) {
             None | Some(Value::Null) => {}
-            Some(Value::Object(map)) => {
-                for value in map.values().filter(not_a_string) {
-                    push(key, format!("cannot convert {} to string", go_type(value)));
+            Some(value) if is_container(value) => {
+                let items: Vec<&Value> = match value {
+                    Value::Object(map) => map.values().collect(),
+                    Value::Array(items) => items.iter().collect(),
+                    _ => Vec::new(),
+                };
+                for item in items.into_iter().filter(not_a_string) {
+                    push(key, item, "string");
                 }
             }
-            Some(other) => push(key, format!("cannot restore map from {}", go_kind(other))),
+            Some(other) => push(key, other, container),
         }
     }
 }

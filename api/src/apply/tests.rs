@@ -223,7 +223,7 @@ fn labels_and_annotations_are_checked_with_apimachinery_s_texts() {
     ));
     assert_eq!(
         found[0].2,
-        format!("Invalid value: \"{value}\": must be no more than 63 characters")
+        format!("Invalid value: \"{value}\": must be no more than 63 bytes")
     );
     // Annotation keys are checked lowercased, and printed as written.
     assert!(
@@ -244,7 +244,7 @@ fn labels_and_annotations_are_checked_with_apimachinery_s_texts() {
     assert!(
         found[0]
             .2
-            .starts_with("Invalid value: \"a/b/c\": a qualified name must consist")
+            .starts_with("Invalid value: \"a/b/c\": a valid label key must consist")
     );
 }
 
@@ -260,15 +260,26 @@ fn metadata_of_the_wrong_type_cannot_be_read() {
         [(
             rules::METADATA_TYPE.to_string(),
             "metadata.labels".to_string(),
-            "cannot convert int64 to string".to_string()
+            "json: cannot unmarshal number into Go struct field ObjectMeta.metadata.labels of \
+             type string"
+                .to_string()
         )]
     );
-    let found = errors(job(json!({"name": 7, "annotations": ["a"]}), spec));
+    let found = errors(job(
+        json!({"name": 7, "uid": true, "annotations": ["a"], "finalizers": [{"a": 1}]}),
+        spec,
+    ));
+    let unmarshal = |what: &str| format!("json: cannot unmarshal {what}");
     assert_eq!(
         found.iter().map(|f| f.2.as_str()).collect::<Vec<_>>(),
         [
-            "cannot convert int64 to string",
-            "cannot restore map from slice"
+            unmarshal("number into Go struct field ObjectMeta.metadata.name of type string"),
+            unmarshal("bool into Go struct field ObjectMeta.metadata.uid of type types.UID"),
+            unmarshal(
+                "array into Go struct field ObjectMeta.metadata.annotations of type \
+                 map[string]string"
+            ),
+            unmarshal("object into Go struct field ObjectMeta.metadata.finalizers of type string"),
         ]
     );
 }

@@ -1,7 +1,9 @@
 //! The name and label checks of `k8s.io/apimachinery/pkg/util/validation`, with the same error
 //! texts, so that the messages KubeRay embeds in its own errors come out identical.
 //!
-//! Each function returns the list of problems (empty = valid), as apimachinery does.
+//! Each function returns the list of problems (empty = valid), as apimachinery does. Label keys
+//! and values have two wordings ([`Texts`]): KubeRay's vendored apimachinery's and the API
+//! server's own.
 
 /// Maximum length of a DNS-1035 or DNS-1123 label.
 const DNS_LABEL_MAX_LENGTH: usize = 63;
@@ -23,6 +25,35 @@ const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 const QUALIFIED_NAME_ERR_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
 const LABEL_VALUE_ERR_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+
+/// Which apimachinery words a label key's or value's problems.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Texts {
+    /// KubeRay v1.7's vendored apimachinery: lengths in characters, a malformed key "a qualified
+    /// name".
+    Kuberay,
+    /// The API server's (Kubernetes 1.37, the environment's): lengths in bytes, a malformed key
+    /// "a valid label key".
+    ApiServer,
+}
+
+impl Texts {
+    /// apimachinery's `MaxLenError` for label keys and values.
+    fn max_len_error(self, length: usize) -> String {
+        match self {
+            Texts::Kuberay => max_len_error(length),
+            Texts::ApiServer => format!("must be no more than {length} bytes"),
+        }
+    }
+
+    /// What a key with more than one `/` is called.
+    fn key_noun(self) -> &'static str {
+        match self {
+            Texts::Kuberay => "a qualified name",
+            Texts::ApiServer => "a valid label key",
+        }
+    }
+}
 
 /// apimachinery's `MaxLenError`.
 fn max_len_error(length: usize) -> String {
@@ -142,8 +173,13 @@ pub fn is_dns1123_subdomain(value: &str) -> Vec<String> {
     errs
 }
 
-/// `IsQualifiedName` (label keys).
+/// `IsQualifiedName` (label keys), in KubeRay's wording.
 pub fn is_qualified_name(value: &str) -> Vec<String> {
+    is_label_key(value, Texts::Kuberay)
+}
+
+/// A label key's problems (`IsQualifiedName`), in `texts`' wording.
+pub fn is_label_key(value: &str, texts: Texts) -> Vec<String> {
     let mut errs = Vec::new();
     let parts: Vec<&str> = value.split('/').collect();
     let name = match parts.as_slice() {
@@ -162,7 +198,8 @@ pub fn is_qualified_name(value: &str) -> Vec<String> {
         }
         _ => {
             errs.push(format!(
-                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                "{} {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                texts.key_noun(),
                 regex_error(
                     QUALIFIED_NAME_ERR_MSG,
                     QUALIFIED_NAME_FMT,
@@ -177,7 +214,7 @@ pub fn is_qualified_name(value: &str) -> Vec<String> {
     } else if name.len() > QUALIFIED_NAME_MAX_LENGTH {
         errs.push(format!(
             "name part {}",
-            max_len_error(QUALIFIED_NAME_MAX_LENGTH)
+            texts.max_len_error(QUALIFIED_NAME_MAX_LENGTH)
         ));
     }
     if !matches_qualified_name(name) {
@@ -193,11 +230,16 @@ pub fn is_qualified_name(value: &str) -> Vec<String> {
     errs
 }
 
-/// `IsValidLabelValue`.
+/// `IsValidLabelValue`, in KubeRay's wording.
 pub fn is_valid_label_value(value: &str) -> Vec<String> {
+    is_label_value(value, Texts::Kuberay)
+}
+
+/// A label value's problems (`IsValidLabelValue`), in `texts`' wording.
+pub fn is_label_value(value: &str, texts: Texts) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > LABEL_VALUE_MAX_LENGTH {
-        errs.push(max_len_error(LABEL_VALUE_MAX_LENGTH));
+        errs.push(texts.max_len_error(LABEL_VALUE_MAX_LENGTH));
     }
     if !value.is_empty() && !matches_qualified_name(value) {
         errs.push(regex_error(
@@ -266,6 +308,29 @@ mod tests {
         );
         assert!(is_qualified_name("a/b/c")[0].starts_with("a qualified name must consist"));
         assert_eq!(is_qualified_name("x/").len(), 2);
+    }
+
+    #[test]
+    fn the_api_server_words_label_keys_and_values_its_own_way() {
+        let server = Texts::ApiServer;
+        assert!(is_label_key("a/b/c", server)[0].starts_with("a valid label key must consist"));
+        let long = "a".repeat(64);
+        assert_eq!(
+            is_label_key(&long, server),
+            vec!["name part must be no more than 63 bytes".to_string()]
+        );
+        assert_eq!(
+            is_qualified_name(&long),
+            vec!["name part must be no more than 63 characters".to_string()]
+        );
+        assert_eq!(
+            is_label_value(&long, server),
+            vec!["must be no more than 63 bytes".to_string()]
+        );
+        assert_eq!(
+            is_label_key("bad key", server),
+            is_qualified_name("bad key")
+        );
     }
 
     #[test]
