@@ -8,7 +8,10 @@
 //! also reads and validates `metadata` ([`metadata`]: a name or `generateName` is required, the
 //! name is a DNS-1123 subdomain, label and annotation syntax, 256 KiB of annotations including
 //! the copy of the object kubectl apply keeps in one). A `ray.io` object of a version or kind
-//! the CRDs do not serve gets kubectl's `no matches for kind` error.
+//! the CRDs do not serve gets kubectl's `no matches for kind` error. An unknown field written
+//! `null` (`creationTimestamp: null`, as `kubectl create --dry-run=client -o yaml` prints) is no
+//! error: `kubectl apply` accepts it, though the API server refuses it when `kubectl create`
+//! sends it.
 
 pub mod metadata;
 
@@ -113,6 +116,8 @@ pub fn check_manifest(
         });
     }
     let meta = metadata::check_metadata(&object);
+    let mut nulls = Vec::new();
+    null_members(&object, &mut String::new(), &mut nulls);
     let mut checked = check::check_object(object, ctx)?;
     let report = &mut checked.report;
     let (unknown, rest): (Vec<Finding>, Vec<Finding>) = std::mem::take(&mut report.findings)
@@ -126,6 +131,7 @@ pub fn check_manifest(
         unknown_fields,
     } = meta;
     unknown.extend(unknown_fields);
+    unknown.retain(|path| !nulls.contains(path));
     let (decode, validation): (Vec<Finding>, Vec<Finding>) = findings
         .into_iter()
         .partition(|f| f.rule == metadata::rules::METADATA_TYPE);
@@ -145,6 +151,36 @@ pub fn check_manifest(
     report.valid = !findings.iter().any(Finding::is_error);
     report.findings = findings;
     Some(checked)
+}
+
+/// The paths of the `null` members of `value`'s objects, as unknown fields are named
+/// (`spec.template.metadata.creationTimestamp`, `spec.groups[0].x`). Few objects hold any.
+fn null_members(value: &Value, path: &mut String, out: &mut Vec<String>) {
+    let mark = path.len();
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map {
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(key);
+                if child.is_null() {
+                    out.push(path.clone());
+                } else {
+                    null_members(child, path, out);
+                }
+                path.truncate(mark);
+            }
+        }
+        Value::Array(items) => {
+            for (index, item) in items.iter().enumerate() {
+                path.push_str(&format!("[{index}]"));
+                null_members(item, path, out);
+                path.truncate(mark);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// The finding for an unknown field, as the API server words it for `fields`.

@@ -128,6 +128,25 @@ fn preserved_subtrees_are_not_strict_but_embedded_metadata_is() {
 }
 
 #[test]
+fn unknown_fields_written_null_are_accepted_as_kubectl_apply_accepts_them() {
+    let mut object = valid_job();
+    let head = &mut object["spec"]["rayClusterSpec"]["headGroupSpec"];
+    head["template"]["metadata"] = json!({"creationTimestamp": null});
+    head["template"]["spec"]["containers"][0]["foo"] = Value::Null;
+    object["spec"]["foo"] = Value::Null;
+    object["metadata"]["foo"] = Value::Null;
+    assert!(errors(object.clone()).is_empty());
+    // Not null: refused.
+    object["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["metadata"] =
+        json!({"creationTimestamp": "2020-01-01T00:00:00Z"});
+    let fields: Vec<_> = errors(object).into_iter().map(|(_, f, _)| f).collect();
+    assert_eq!(
+        fields,
+        ["spec.rayClusterSpec.headGroupSpec.template.metadata.creationTimestamp"]
+    );
+}
+
+#[test]
 fn root_metadata_fields_are_objectmeta_s() {
     let mut object = valid_job();
     object["metadata"]["lables"] = json!({"a": "b"});
