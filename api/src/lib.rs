@@ -21,6 +21,7 @@ pub mod coexist;
 pub mod conversion;
 pub mod crd;
 pub mod decision;
+pub mod feasibility;
 pub mod features;
 pub mod finding;
 pub mod input;

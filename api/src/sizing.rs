@@ -24,7 +24,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
-use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
@@ -116,7 +116,7 @@ pub fn group_hosts(group: &WorkerGroupSpec) -> i32 {
 }
 
 /// Pods per group, after clamping and suspension: replicas × `numOfHosts`.
-fn worker_group_replicas(group: &WorkerGroupSpec, autoscaling: bool) -> i64 {
+pub(crate) fn worker_group_replicas(group: &WorkerGroupSpec, autoscaling: bool) -> i64 {
     i64::from(group_min_replicas(group, autoscaling)) * i64::from(group_hosts(group))
 }
 
@@ -216,58 +216,77 @@ fn pod_resources_at(
     let Some(spec) = spec else {
         return Ok(total);
     };
-    let empty = BTreeMap::new();
     for (i, container) in spec.containers.iter().enumerate() {
-        let Some(resources) = container.resources.as_ref() else {
-            continue;
-        };
-        // Both maps are sorted: walk them together, in name order, a request before a limit.
-        let mut requests = resources
-            .requests
-            .as_ref()
-            .unwrap_or(&empty)
-            .iter()
-            .peekable();
-        let mut limits = resources
-            .limits
-            .as_ref()
-            .unwrap_or(&empty)
-            .iter()
-            .peekable();
-        loop {
-            let take_request = match (requests.peek(), limits.peek()) {
-                (None, None) => break,
-                (Some((request, _)), Some((limit, _))) => request <= limit,
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-            };
-            let (kind, entry) = if take_request {
-                let entry = requests.next();
-                if let Some((request, _)) = entry
-                    && limits.peek().is_some_and(|(limit, _)| *limit == request)
-                {
-                    limits.next();
-                }
-                ("requests", entry)
-            } else {
-                ("limits", limits.next())
-            };
-            let Some((name, quantity)) = entry else {
-                break;
-            };
-            let value =
-                ResourceQuantity::try_from(quantity).map_err(|source| SizingError::Quantity {
-                    field: format!("{}.containers[{i}].resources.{kind}.{name}", field()),
-                    source,
-                })?;
-            add_quantity(&mut total, name, value);
-        }
+        add_container(&mut total, container).map_err(|(kind, name, source)| {
+            SizingError::Quantity {
+                field: format!("{}.containers[{i}].resources.{kind}.{name}", field()),
+                source,
+            }
+        })?;
     }
     Ok(total)
 }
 
+/// One container's requests, limits filling in names without a request (as the API server
+/// defaults them); `None` when a quantity does not parse.
+pub(crate) fn container_resources(container: &Container) -> Option<Resources> {
+    let mut total = Resources::new();
+    add_container(&mut total, container).ok()?;
+    Some(total)
+}
+
+/// Adds one container's requests (limits filling in names without a request) to `total`; on a
+/// bad quantity, where it is (`requests` or `limits`, the resource name) and why.
+fn add_container(
+    total: &mut Resources,
+    container: &Container,
+) -> Result<(), (&'static str, String, ParseQuantityError)> {
+    let Some(resources) = container.resources.as_ref() else {
+        return Ok(());
+    };
+    let empty = BTreeMap::new();
+    // Both maps are sorted: walk them together, in name order, a request before a limit.
+    let mut requests = resources
+        .requests
+        .as_ref()
+        .unwrap_or(&empty)
+        .iter()
+        .peekable();
+    let mut limits = resources
+        .limits
+        .as_ref()
+        .unwrap_or(&empty)
+        .iter()
+        .peekable();
+    loop {
+        let take_request = match (requests.peek(), limits.peek()) {
+            (None, None) => break,
+            (Some((request, _)), Some((limit, _))) => request <= limit,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+        };
+        let (kind, entry) = if take_request {
+            let entry = requests.next();
+            if let Some((request, _)) = entry
+                && limits.peek().is_some_and(|(limit, _)| *limit == request)
+            {
+                limits.next();
+            }
+            ("requests", entry)
+        } else {
+            ("limits", limits.next())
+        };
+        let Some((name, quantity)) = entry else {
+            break;
+        };
+        let value = ResourceQuantity::try_from(quantity).map_err(|e| (kind, name.clone(), e))?;
+        add_quantity(total, name, value);
+    }
+    Ok(())
+}
+
 /// Adds `value` to the total of `name`, allocating the name only for a new entry.
-fn add_quantity(total: &mut Resources, name: &str, value: ResourceQuantity) {
+pub(crate) fn add_quantity(total: &mut Resources, name: &str, value: ResourceQuantity) {
     match total.get_mut(name) {
         Some(sum) => *sum += value,
         None => {

@@ -1,0 +1,662 @@
+//! Feasibility: could the Pods of a RayJob or RayCluster ever be scheduled on the cluster's
+//! nodes, if the nodes were empty?
+//!
+//! [`check_feasibility`] takes the object after defaulting and sizing ([`crate::check`]) and a
+//! snapshot of the nodes ([`NodeShape`], what the webhook caches of each Node) and reports, for
+//! each kind of Pod the object makes (the head, each worker group's Pods, the RayJob's submitter
+//! Pod where the submitter runs as a Pod), why no node could ever hold it:
+//!
+//! 1. the node is cordoned (`spec.unschedulable`): such nodes are left out entirely;
+//! 2. the Pod's `nodeSelector` matches no node's labels;
+//! 3. its required node affinity matches no node;
+//! 4. every remaining node has a `NoSchedule` or `NoExecute` taint the Pod does not tolerate;
+//! 5. no remaining node's allocatable resources cover the Pod's effective requests (each
+//!    resource alone, then all of them together on one node);
+//! 6. the group's required Pods (for a multi-host group `numOfHosts` Pods per replica) do not
+//!    fit on the remaining nodes together, each node holding as many copies as its allocatable
+//!    resources allow.
+//!
+//! Then the gang as a whole: each resource of the PodGroup's `minResources` against the sum of
+//! the allocatable resources of all schedulable nodes. An empty cluster (no schedulable node) is
+//! its own outcome, [`Feasibility::NoNodes`], never an infeasibility. The scheduler's rules this
+//! follows are described in docs/feasibility.md.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::api::core::v1::{
+    Container, Node, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Toleration,
+};
+
+use crate::check::Typed;
+use crate::quantity::ResourceQuantity;
+use crate::ray::v1::{RayClusterSpec, RayJob};
+use crate::sizing::{self, GangSize, Resources};
+
+/// A node as feasibility sees it: only what the checks read, so that a cache of every node of a
+/// large cluster stays small.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeShape {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+    /// The taints that keep Pods off the node: `NoSchedule` and `NoExecute` only
+    /// (`PreferNoSchedule` never does).
+    pub taints: Vec<NodeTaint>,
+    /// `status.allocatable`; entries that are not valid quantities are left out.
+    pub allocatable: Resources,
+    /// `spec.unschedulable` (cordoned).
+    pub unschedulable: bool,
+}
+
+/// A taint that keeps Pods that do not tolerate it off a node.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeTaint {
+    /// The taint's key.
+    pub key: String,
+    /// The taint's value; empty when it has none.
+    pub value: String,
+    /// `NoSchedule` or `NoExecute`.
+    pub effect: String,
+}
+
+impl fmt::Display for NodeTaint {
+    /// kubectl's form: `key=value:Effect`, or `key:Effect` without a value.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.value.is_empty() {
+            write!(f, "{}:{}", self.key, self.effect)
+        } else {
+            write!(f, "{}={}:{}", self.key, self.value, self.effect)
+        }
+    }
+}
+
+impl NodeShape {
+    /// The shape of a Node object.
+    pub fn of(node: &Node) -> NodeShape {
+        let spec = node.spec.as_ref();
+        let taints = spec
+            .and_then(|s| s.taints.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|t| matches!(t.effect.as_str(), "NoSchedule" | "NoExecute"))
+            .map(|t| NodeTaint {
+                key: t.key.clone(),
+                value: t.value.clone().unwrap_or_default(),
+                effect: t.effect.clone(),
+            })
+            .collect();
+        let allocatable = node
+            .status
+            .as_ref()
+            .and_then(|s| s.allocatable.as_ref())
+            .into_iter()
+            .flatten()
+            .filter_map(|(name, quantity)| {
+                Some((name.clone(), ResourceQuantity::try_from(quantity).ok()?))
+            })
+            .collect();
+        NodeShape {
+            name: node.metadata.name.clone().unwrap_or_default(),
+            labels: node.metadata.labels.clone().unwrap_or_default(),
+            taints,
+            allocatable,
+            unschedulable: spec.and_then(|s| s.unschedulable) == Some(true),
+        }
+    }
+
+    /// The allocatable amount of `resource` (zero when the node does not report it).
+    fn offers(&self, resource: &str) -> ResourceQuantity {
+        self.allocatable
+            .get(resource)
+            .copied()
+            .unwrap_or(ResourceQuantity::ZERO)
+    }
+}
+
+impl AsRef<NodeShape> for NodeShape {
+    fn as_ref(&self) -> &NodeShape {
+        self
+    }
+}
+
+/// Which Pod of a Ray object a finding is about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PodKind {
+    /// The head Pod.
+    Head,
+    /// A worker Pod of the named group.
+    Worker(String),
+    /// The RayJob's submitter Pod (K8sJobMode).
+    Submitter,
+}
+
+impl fmt::Display for PodKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PodKind::Head => f.write_str("head Pod"),
+            PodKind::Worker(group) => write!(f, "worker group {group:?} Pod"),
+            PodKind::Submitter => f.write_str("submitter Pod"),
+        }
+    }
+}
+
+/// Why a Pod, a group of Pods or the gang can never be scheduled on the cluster's nodes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Cause {
+    /// The Pod's `nodeSelector` (rendered `key=value,…`) matches no schedulable node.
+    NodeSelector {
+        /// The selector.
+        selector: String,
+    },
+    /// The Pod's required node affinity matches no schedulable node its selector allows.
+    NodeAffinity,
+    /// Every node the Pod's selector and affinity allow has a taint the Pod does not tolerate.
+    Taints {
+        /// Up to three nodes, each with the first taint the Pod does not tolerate.
+        untolerated: Vec<(String, NodeTaint)>,
+        /// How many more nodes are not listed.
+        more: usize,
+    },
+    /// No node the Pod may run on offers enough of one resource.
+    Resource {
+        /// The resource name.
+        resource: String,
+        /// The Pod's effective request.
+        asks: ResourceQuantity,
+        /// The most any of those nodes offers, and the node; `None` when none offers any.
+        largest: Option<(ResourceQuantity, String)>,
+    },
+    /// Each resource fits on some node, but no node offers all of them at once.
+    NoSingleNode {
+        /// The Pod's effective requests.
+        asks: Resources,
+    },
+    /// The group's required Pods do not fit on the nodes they may run on, even when empty.
+    TooManyPods {
+        /// Pods the gang needs of this kind.
+        needs: i64,
+        /// The most of them the nodes hold.
+        holds: i64,
+    },
+    /// The gang's `minResources` of one resource exceed what all schedulable nodes offer
+    /// together.
+    Gang {
+        /// The resource name.
+        resource: String,
+        /// The gang's `minResources` entry.
+        needs: ResourceQuantity,
+        /// The sum of the schedulable nodes' allocatable amounts.
+        offers: ResourceQuantity,
+        /// How many schedulable nodes there are.
+        nodes: usize,
+    },
+}
+
+/// One reason an object can never be scheduled.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Infeasibility {
+    /// Field path of the Pod template (or of the cluster spec, for the gang).
+    pub field: String,
+    /// The Pod kind; `None` for the gang as a whole.
+    pub pod: Option<PodKind>,
+    /// Why.
+    pub cause: Cause,
+}
+
+impl fmt::Display for Infeasibility {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let pod = self.pod.as_ref();
+        let who = || pod.map_or_else(|| "the gang".to_string(), ToString::to_string);
+        match &self.cause {
+            Cause::NodeSelector { selector } => {
+                write!(f, "{}: no node matches its nodeSelector {selector}", who())
+            }
+            Cause::NodeAffinity => write!(
+                f,
+                "{}: no node matches its required node affinity (requiredDuringSchedulingIgnoredDuringExecution)",
+                who()
+            ),
+            Cause::Taints { untolerated, more } => {
+                let listed: Vec<String> = untolerated
+                    .iter()
+                    .map(|(node, taint)| format!("node {node} has taint {taint}"))
+                    .collect();
+                write!(f, "{}: no node tolerated: {}", who(), listed.join(", "))?;
+                if *more > 0 {
+                    write!(f, " (and {more} more nodes)")?;
+                }
+                Ok(())
+            }
+            Cause::Resource {
+                resource,
+                asks,
+                largest,
+            } => match largest {
+                Some((offers, node)) => write!(
+                    f,
+                    "{} asks {resource} {asks}; the largest node offers {offers} ({node})",
+                    who()
+                ),
+                None => write!(
+                    f,
+                    "{} asks {resource} {asks}; no node offers {resource}",
+                    who()
+                ),
+            },
+            Cause::NoSingleNode { asks } => write!(
+                f,
+                "{} asks {}; no single node offers all of it at once",
+                who(),
+                render(asks)
+            ),
+            Cause::TooManyPods { needs, holds } => {
+                let pods = match pod {
+                    Some(PodKind::Worker(group)) => format!("worker group {group:?}"),
+                    _ => who(),
+                };
+                write!(
+                    f,
+                    "{pods} needs {needs} Pods at once; the nodes they may run on hold at most {holds} of them, even empty"
+                )
+            }
+            Cause::Gang {
+                resource,
+                needs,
+                offers,
+                nodes,
+            } => write!(
+                f,
+                "the gang needs {resource} {needs}; the {nodes} schedulable node{} together offer{} {offers}",
+                if *nodes == 1 { "" } else { "s" },
+                if *nodes == 1 { "s" } else { "" },
+            ),
+        }
+    }
+}
+
+/// The outcome of [`check_feasibility`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Feasibility {
+    /// The cluster has no schedulable node yet: nothing was checked.
+    NoNodes,
+    /// Checked: every reason the object can never be scheduled (none: it fits an empty cluster).
+    Checked(Vec<Infeasibility>),
+}
+
+/// The message of [`Feasibility::NoNodes`].
+pub const NO_NODES_MESSAGE: &str =
+    "the cluster has no schedulable nodes yet; feasibility not checked";
+
+/// One kind of Pod of the object: its template, effective requests and how many the gang needs.
+struct PodDemand<'a> {
+    kind: PodKind,
+    field: String,
+    spec: Option<&'a PodSpec>,
+    requests: Resources,
+    count: i64,
+}
+
+/// Whether each Pod of `object` could be scheduled on some node of `nodes` if that node were
+/// empty, and whether the gang `gang` (the object's, from sizing) fits all schedulable nodes
+/// together (see the module documentation).
+pub fn check_feasibility<N: AsRef<NodeShape>>(
+    object: &Typed,
+    gang: &GangSize,
+    nodes: &[N],
+) -> Feasibility {
+    let schedulable: Vec<&NodeShape> = nodes
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|n| !n.unschedulable)
+        .collect();
+    if schedulable.is_empty() {
+        return Feasibility::NoNodes;
+    }
+    let (pods, gang_field) = match object {
+        Typed::RayJob(job) => match job.spec.ray_cluster_spec.as_ref() {
+            Some(spec) => (job_pods(job, spec), "spec.rayClusterSpec"),
+            None => return Feasibility::Checked(Vec::new()),
+        },
+        Typed::RayCluster(cluster) => (cluster_pods(&cluster.spec, "spec", false), "spec"),
+    };
+    let mut found = Vec::new();
+    for pod in &pods {
+        if let Some(cause) = pod_cause(pod, &schedulable) {
+            found.push(Infeasibility {
+                field: pod.field.clone(),
+                pod: Some(pod.kind.clone()),
+                cause,
+            });
+        }
+    }
+    for (resource, needs) in &gang.min_resources {
+        let named = found
+            .iter()
+            .any(|f| matches!(&f.cause, Cause::Resource { resource: r, .. } if r == resource));
+        if named || needs.is_zero() {
+            continue;
+        }
+        let offers = schedulable
+            .iter()
+            .fold(ResourceQuantity::ZERO, |sum, n| sum + n.offers(resource));
+        if *needs > offers {
+            found.push(Infeasibility {
+                field: gang_field.to_string(),
+                pod: None,
+                cause: Cause::Gang {
+                    resource: resource.clone(),
+                    needs: *needs,
+                    offers,
+                    nodes: schedulable.len(),
+                },
+            });
+        }
+    }
+    Feasibility::Checked(found)
+}
+
+/// The Pods of a RayJob: its cluster's, and the submitter Pod in K8sJobMode (in SidecarMode
+/// the submitter is a container of the head Pod).
+fn job_pods<'a>(job: &'a RayJob, spec: &'a RayClusterSpec) -> Vec<PodDemand<'a>> {
+    let mode = job.spec.submission_mode.as_deref().unwrap_or("K8sJobMode");
+    let mut pods = cluster_pods(spec, "spec.rayClusterSpec", mode == "SidecarMode");
+    if mode == "K8sJobMode" {
+        let template = job.spec.submitter_pod_template.as_deref();
+        let spec = template.and_then(|t| t.spec.as_ref());
+        let requests = match spec {
+            Some(spec) => effective_requests(spec),
+            None => sizing::submitter_resources(job)
+                .map(|r| r.into_owned())
+                .unwrap_or_default(),
+        };
+        pods.push(PodDemand {
+            kind: PodKind::Submitter,
+            field: "spec.submitterPodTemplate.spec".to_string(),
+            spec,
+            requests,
+            count: 1,
+        });
+    }
+    pods
+}
+
+/// The head and the worker groups of a cluster spec (suspended groups make no Pods). With
+/// `sidecar` the head also runs KubeRay's default submitter container.
+fn cluster_pods<'a>(spec: &'a RayClusterSpec, field: &str, sidecar: bool) -> Vec<PodDemand<'a>> {
+    let head = spec.head_group_spec.template.spec.as_ref();
+    let mut head_requests = head.map(effective_requests).unwrap_or_default();
+    if sidecar {
+        for (name, quantity) in [
+            ("cpu", sizing::DEFAULT_SUBMITTER_CPU),
+            ("memory", sizing::DEFAULT_SUBMITTER_MEMORY),
+        ] {
+            if let Ok(quantity) = quantity.parse() {
+                sizing::add_quantity(&mut head_requests, name, quantity);
+            }
+        }
+    }
+    let mut pods = vec![PodDemand {
+        kind: PodKind::Head,
+        field: format!("{field}.headGroupSpec.template.spec"),
+        spec: head,
+        requests: head_requests,
+        count: 1,
+    }];
+    let autoscaling = spec.enable_in_tree_autoscaling == Some(true);
+    for (i, group) in spec.worker_group_specs.iter().flatten().enumerate() {
+        if group.suspend == Some(true) {
+            continue;
+        }
+        let pod = group.template.spec.as_ref();
+        pods.push(PodDemand {
+            kind: PodKind::Worker(group.group_name.clone()),
+            field: format!("{field}.workerGroupSpecs[{i}].template.spec"),
+            spec: pod,
+            requests: pod.map(effective_requests).unwrap_or_default(),
+            count: sizing::worker_group_replicas(group, autoscaling),
+        });
+    }
+    pods
+}
+
+/// A Pod's effective requests as the scheduler computes them: the sum of its containers'
+/// requests (limits where a request is absent), at least the largest init container's (plus the
+/// restartable init containers started before it), restartable (sidecar) init containers added
+/// to the sum, and the Pod overhead on top. Quantities that do not parse are left out (the
+/// schema refuses them before this runs).
+fn effective_requests(spec: &PodSpec) -> Resources {
+    let of = |c: &Container| sizing::container_resources(c).unwrap_or_default();
+    let mut total = Resources::new();
+    for container in &spec.containers {
+        add_all(&mut total, &of(container));
+    }
+    let mut init_peak = Resources::new();
+    let mut sidecars = Resources::new();
+    for container in spec.init_containers.iter().flatten() {
+        let requests = of(container);
+        let during = if container.restart_policy.as_deref() == Some("Always") {
+            add_all(&mut total, &requests);
+            add_all(&mut sidecars, &requests);
+            sidecars.clone()
+        } else {
+            let mut during = requests;
+            add_all(&mut during, &sidecars);
+            during
+        };
+        for (name, quantity) in during {
+            let peak = init_peak.entry(name).or_insert(ResourceQuantity::ZERO);
+            if quantity > *peak {
+                *peak = quantity;
+            }
+        }
+    }
+    for (name, peak) in init_peak {
+        let sum = total.entry(name).or_insert(ResourceQuantity::ZERO);
+        if peak > *sum {
+            *sum = peak;
+        }
+    }
+    let overhead = spec
+        .overhead
+        .iter()
+        .flatten()
+        .filter_map(|(name, q)| Some((name.clone(), ResourceQuantity::try_from(q).ok()?)));
+    for (name, quantity) in overhead {
+        sizing::add_quantity(&mut total, &name, quantity);
+    }
+    total
+}
+
+fn add_all(total: &mut Resources, part: &Resources) {
+    for (name, quantity) in part {
+        sizing::add_quantity(total, name, *quantity);
+    }
+}
+
+/// Why no node could hold `pod`, checking the stages in the scheduler's order.
+fn pod_cause(pod: &PodDemand<'_>, schedulable: &[&NodeShape]) -> Option<Cause> {
+    let spec = pod.spec;
+    let selector = spec.and_then(|s| s.node_selector.as_ref());
+    let nodes: Vec<&NodeShape> = schedulable
+        .iter()
+        .copied()
+        .filter(|n| selector.is_none_or(|s| s.iter().all(|(k, v)| n.labels.get(k) == Some(v))))
+        .collect();
+    if nodes.is_empty() {
+        let selector: Vec<String> = selector
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        return Some(Cause::NodeSelector {
+            selector: selector.join(","),
+        });
+    }
+    let terms = spec
+        .and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|r| r.node_selector_terms.as_slice());
+    let nodes: Vec<&NodeShape> = nodes
+        .into_iter()
+        .filter(|n| terms.is_none_or(|terms| terms_match(terms, n)))
+        .collect();
+    if nodes.is_empty() {
+        return Some(Cause::NodeAffinity);
+    }
+    let tolerations = spec
+        .and_then(|s| s.tolerations.as_deref())
+        .unwrap_or_default();
+    let untolerated = |n: &NodeShape| {
+        n.taints
+            .iter()
+            .find(|taint| !tolerations.iter().any(|t| tolerates(t, taint)))
+            .cloned()
+    };
+    let tainted: Vec<(String, NodeTaint)> = nodes
+        .iter()
+        .filter_map(|n| Some((n.name.clone(), untolerated(n)?)))
+        .collect();
+    if tainted.len() == nodes.len() {
+        let more = tainted.len().saturating_sub(3);
+        return Some(Cause::Taints {
+            untolerated: tainted.into_iter().take(3).collect(),
+            more,
+        });
+    }
+    let nodes: Vec<&NodeShape> = nodes
+        .into_iter()
+        .filter(|n| untolerated(n).is_none())
+        .collect();
+    resource_cause(pod, &nodes)
+}
+
+/// Why none of `nodes` (those the Pod may run on) could hold it, or the group's Pods.
+fn resource_cause(pod: &PodDemand<'_>, nodes: &[&NodeShape]) -> Option<Cause> {
+    let asked: Vec<(&String, &ResourceQuantity)> =
+        pod.requests.iter().filter(|(_, q)| !q.is_zero()).collect();
+    for (resource, asks) in &asked {
+        let largest = nodes
+            .iter()
+            .map(|n| (n.offers(resource), &n.name))
+            .filter(|(offers, _)| !offers.is_zero())
+            .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.cmp(a.1)));
+        if largest.is_none_or(|(offers, _)| offers < **asks) {
+            return Some(Cause::Resource {
+                resource: (*resource).clone(),
+                asks: **asks,
+                largest: largest.map(|(offers, node)| (offers, node.clone())),
+            });
+        }
+    }
+    // How many copies of the Pod each empty node holds; unbounded without any request.
+    let copies = |n: &NodeShape| {
+        asked
+            .iter()
+            .map(|(resource, asks)| {
+                let per = asks.nanos();
+                let offers = n.offers(resource).nanos();
+                if per <= 0 {
+                    i64::MAX
+                } else {
+                    i64::try_from(offers.max(0) / per).unwrap_or(i64::MAX)
+                }
+            })
+            .min()
+            .unwrap_or(i64::MAX)
+    };
+    let holds = nodes
+        .iter()
+        .fold(0_i64, |sum, n| sum.saturating_add(copies(n)));
+    if holds == 0 {
+        return Some(Cause::NoSingleNode {
+            asks: asked
+                .into_iter()
+                .map(|(name, q)| (name.clone(), *q))
+                .collect(),
+        });
+    }
+    (holds < pod.count).then_some(Cause::TooManyPods {
+        needs: pod.count,
+        holds,
+    })
+}
+
+/// Whether a node matches required node affinity: any term matches (a term with no
+/// requirement matches nothing).
+fn terms_match(terms: &[NodeSelectorTerm], node: &NodeShape) -> bool {
+    terms.iter().any(|term| {
+        let expressions = term.match_expressions.as_deref().unwrap_or_default();
+        let fields = term.match_fields.as_deref().unwrap_or_default();
+        if expressions.is_empty() && fields.is_empty() {
+            return false;
+        }
+        expressions
+            .iter()
+            .all(|r| requirement_matches(r, node.labels.get(&r.key).map(String::as_str)))
+            && fields.iter().all(|r| {
+                let value = (r.key == "metadata.name").then_some(node.name.as_str());
+                requirement_matches(r, value)
+            })
+    })
+}
+
+/// One node selector requirement against the value of its key (`None`: the node has no such
+/// label or field). An unknown operator matches nothing.
+fn requirement_matches(requirement: &NodeSelectorRequirement, value: Option<&str>) -> bool {
+    let values = requirement.values.as_deref().unwrap_or_default();
+    let number = |v: &str| v.parse::<i64>().ok();
+    let compare = |ordering: std::cmp::Ordering| match (value.and_then(number), values) {
+        (Some(label), [bound]) => number(bound).is_some_and(|b| label.cmp(&b) == ordering),
+        _ => false,
+    };
+    match requirement.operator.as_str() {
+        "In" => value.is_some_and(|v| values.iter().any(|x| x == v)),
+        "NotIn" => value.is_none_or(|v| !values.iter().any(|x| x == v)),
+        "Exists" => value.is_some(),
+        "DoesNotExist" => value.is_none(),
+        "Gt" => compare(std::cmp::Ordering::Greater),
+        "Lt" => compare(std::cmp::Ordering::Less),
+        _ => false,
+    }
+}
+
+/// Whether a toleration tolerates a taint: the effect matches (an empty effect matches all),
+/// the key matches (an empty key with `Exists` matches every key), and with `Exists` any value,
+/// with `Equal` (or no operator) the same value.
+fn tolerates(toleration: &Toleration, taint: &NodeTaint) -> bool {
+    let effect = toleration.effect.as_deref().unwrap_or_default();
+    if !effect.is_empty() && effect != taint.effect {
+        return false;
+    }
+    let key = toleration.key.as_deref().unwrap_or_default();
+    let operator = toleration.operator.as_deref().unwrap_or("Equal");
+    if key.is_empty() {
+        return operator == "Exists";
+    }
+    if key != taint.key {
+        return false;
+    }
+    match operator {
+        "Exists" => true,
+        "Equal" | "" => toleration.value.as_deref().unwrap_or_default() == taint.value,
+        _ => false,
+    }
+}
+
+/// `cpu 4, memory 8Gi`.
+fn render(resources: &Resources) -> String {
+    let parts: Vec<String> = resources
+        .iter()
+        .map(|(name, quantity)| format!("{name} {quantity}"))
+        .collect();
+    parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests;
