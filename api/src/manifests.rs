@@ -585,6 +585,10 @@ fn cluster_role(options: &InstallOptions) -> Value {
         ));
     }
     rules.push(rule(&[""], &["namespaces"], READ));
+    if options.webhook {
+        // The shapes of the nodes, for feasibility at admission (the webhook's Node cache).
+        rules.push(rule(&[""], &["nodes"], &["list", "watch"]));
+    }
     if options.reconciler {
         // kube-runtime's recorder writes events.k8s.io/v1 Events (and patches their series).
         rules.push(rule(&["events.k8s.io"], &["events"], &["create", "patch"]));

@@ -72,6 +72,23 @@ pub struct QueuePolicySpec {
     /// `Deny` (default) rejects violating objects; `Warn` (audit mode) admits them with warnings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enforcement: Option<Enforcement>,
+    /// What admission does with a RayJob or RayCluster whose Pods no node of the cluster could
+    /// ever hold (docs/feasibility.md): `Warn` (default) admits it with a warning, `Deny`
+    /// rejects it (a warning under `enforcement: Warn`), `Ignore` says nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infeasible: Option<InfeasibleAction>,
+}
+
+/// What a policy does with a Ray object that can never be scheduled on the cluster's nodes.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum InfeasibleAction {
+    /// Reject the object.
+    Deny,
+    /// Admit the object with a warning.
+    #[default]
+    Warn,
+    /// Admit the object and say nothing.
+    Ignore,
 }
 
 /// What a policy does with a violation.
@@ -100,6 +117,15 @@ impl QueuePolicy {
     /// The policy's enforcement (`Deny` when unset).
     pub fn enforcement(&self) -> Enforcement {
         self.spec.enforcement.unwrap_or_default()
+    }
+
+    /// What the policy does with an infeasible object (`Warn` when unset); `Deny` acts as
+    /// `Warn` under `enforcement: Warn`, as every other rule of the policy does.
+    pub fn infeasible(&self) -> InfeasibleAction {
+        match (self.spec.infeasible.unwrap_or_default(), self.enforcement()) {
+            (InfeasibleAction::Deny, Enforcement::Warn) => InfeasibleAction::Warn,
+            (action, _) => action,
+        }
     }
 
     /// Whether the policy selects a namespace with these labels.
@@ -205,12 +231,14 @@ pub mod rules {
     pub const POLICY_MAX_MIN_RESOURCES_INVALID: &str = "queue-policy-max-min-resources-invalid";
     /// **Error.** `enforcement` other than `Deny` or `Warn`.
     pub const POLICY_ENFORCEMENT_INVALID: &str = "queue-policy-enforcement-invalid";
+    /// **Error.** `infeasible` other than `Deny`, `Warn` or `Ignore`.
+    pub const POLICY_INFEASIBLE_INVALID: &str = "queue-policy-infeasible-invalid";
     /// **Warning.** `allowedQueues: []` allows no queue: every Ray object of the selected
     /// namespaces is refused (legitimate to freeze namespaces, but usually a mistake).
     pub const POLICY_ALLOWS_NOTHING: &str = "queue-policy-allows-nothing";
 }
 
-const SPEC_FIELDS: [&str; 8] = [
+const SPEC_FIELDS: [&str; 9] = [
     "namespaceSelector",
     "defaultQueue",
     "allowedQueues",
@@ -219,6 +247,7 @@ const SPEC_FIELDS: [&str; 8] = [
     "maxMinMember",
     "maxMinResources",
     "enforcement",
+    "infeasible",
 ];
 const ROOT_FIELDS: [&str; 5] = ["apiVersion", "kind", "metadata", "spec", "status"];
 const STATUS_FIELDS: [&str; 2] = ["observedGeneration", "matchedNamespaces"];
@@ -263,6 +292,20 @@ pub fn validate_queue_policy(object: &Value) -> Vec<Finding> {
                 format!("Unsupported value: {other}: supported values: \"Deny\", \"Warn\""),
             ));
             typable.remove("enforcement");
+        }
+    }
+    match typable.get("infeasible") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(e)) if matches!(e.as_str(), "Deny" | "Warn" | "Ignore") => {}
+        Some(other) => {
+            findings.push(error(
+                rules::POLICY_INFEASIBLE_INVALID,
+                "spec.infeasible",
+                format!(
+                    "Unsupported value: {other}: supported values: \"Deny\", \"Warn\", \"Ignore\""
+                ),
+            ));
+            typable.remove("infeasible");
         }
     }
     let typed: QueuePolicySpec = match serde_json::from_value(Value::Object(typable)) {
@@ -671,14 +714,14 @@ mod tests {
 
     #[test]
     fn policy_validation_table() {
-        let table: [(Value, Option<(&str, &str)>); 19] = [
+        let table: [(Value, Option<(&str, &str)>); 20] = [
             (
                 policy(json!({"defaultQueue": "a", "allowedQueues": ["a", "b"],
                               "namespaceSelector": {"matchLabels": {"team": "a"},
                                   "matchExpressions": [{"key": "env", "operator": "In", "values": ["prod"]}]},
                               "requireQueue": true, "allowedPriorityClasses": ["high"],
                               "maxMinMember": 4, "maxMinResources": {"cpu": "8", "nvidia.com/gpu": 2},
-                              "enforcement": "Warn"})),
+                              "enforcement": "Warn", "infeasible": "Deny"})),
                 None,
             ),
             (policy(json!({})), None),
@@ -785,6 +828,10 @@ mod tests {
                 Some((rules::POLICY_ENFORCEMENT_INVALID, "spec.enforcement")),
             ),
             (
+                policy(json!({"infeasible": "Refuse"})),
+                Some((rules::POLICY_INFEASIBLE_INVALID, "spec.infeasible")),
+            ),
+            (
                 policy(json!({"requireQueue": "yes"})),
                 Some((rules::POLICY_MALFORMED, "spec")),
             ),
@@ -799,6 +846,34 @@ mod tests {
                 ),
             }
         }
+    }
+
+    #[test]
+    fn infeasible_defaults_to_warn_and_audit_mode_never_denies() {
+        let with = |infeasible: Option<InfeasibleAction>, enforcement: Option<Enforcement>| {
+            QueuePolicy::new(
+                "p",
+                QueuePolicySpec {
+                    infeasible,
+                    enforcement,
+                    ..QueuePolicySpec::default()
+                },
+            )
+            .infeasible()
+        };
+        assert_eq!(with(None, None), InfeasibleAction::Warn);
+        assert_eq!(
+            with(Some(InfeasibleAction::Deny), None),
+            InfeasibleAction::Deny
+        );
+        assert_eq!(
+            with(Some(InfeasibleAction::Deny), Some(Enforcement::Warn)),
+            InfeasibleAction::Warn
+        );
+        assert_eq!(
+            with(Some(InfeasibleAction::Ignore), Some(Enforcement::Warn)),
+            InfeasibleAction::Ignore
+        );
     }
 
     #[test]

@@ -203,6 +203,7 @@ fn world_pages() -> impl Iterator<Item = Preloaded> {
             jobs: vec![],
             queues: on_page(QUEUES).map(queue).collect(),
             queue_policies: on_page(QUEUE_POLICIES).map(queue_policy).collect(),
+            nodes: vec![],
         }
     })
 }

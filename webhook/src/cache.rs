@@ -1,7 +1,8 @@
 //! Informer caches of what admission decisions depend on: Namespaces (opt-in label, default
 //! queue), RayClusters and RayJobs (a Pod's gang owner and its queue and priority labels),
 //! RayJobs' submitter Jobs (a KubeRay submitter Pod's RayJob), Volcano Queues and raygate's
-//! QueuePolicies (Ray object admission rules).
+//! QueuePolicies (Ray object admission rules), and the shapes of the cluster's Nodes
+//! (feasibility: [`NodeShapes`] keeps a [`NodeShape`] per Node, never the Node itself).
 //!
 //! Lookups read the cache first. A miss falls back to one GET against the API server when a
 //! client is configured: a Pod is often created milliseconds after its RayCluster, before the
@@ -12,18 +13,19 @@ use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{PartialObjectMeta, PartialObjectMetaExt};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Resource};
+use raygate_api::feasibility::NodeShape;
 use raygate_api::keys;
 use raygate_api::queue_policy::QueuePolicy;
 use raygate_api::ray::v1::{RayCluster, RayJob};
@@ -119,6 +121,106 @@ pub struct Preloaded {
     pub queues: Vec<Queue>,
     /// QueuePolicies.
     pub queue_policies: Vec<QueuePolicy>,
+    /// Nodes (only their shapes are kept).
+    pub nodes: Vec<Node>,
+}
+
+/// The shape of every Node, kept current by a Node watch: what feasibility reads of each
+/// (name, labels, taints that keep Pods off, allocatable, cordoned), not the Node objects,
+/// whose status (images, conditions, addresses) is most of their size. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct NodeShapes {
+    inner: Arc<RwLock<ShapesInner>>,
+}
+
+#[derive(Default)]
+struct ShapesInner {
+    /// The shapes, by Node name.
+    by_name: BTreeMap<String, Arc<NodeShape>>,
+    /// A relist in progress: the shapes listed so far, replacing `by_name` when it completes.
+    relist: Option<BTreeMap<String, Arc<NodeShape>>>,
+    /// Every shape, built on the first read after a change.
+    snapshot: Option<Arc<[Arc<NodeShape>]>>,
+}
+
+impl NodeShapes {
+    /// Exactly these shapes.
+    fn from_shapes(shapes: impl IntoIterator<Item = NodeShape>) -> Self {
+        let by_name = shapes
+            .into_iter()
+            .map(|shape| (shape.name.clone(), Arc::new(shape)))
+            .collect();
+        NodeShapes {
+            inner: Arc::new(RwLock::new(ShapesInner {
+                by_name,
+                ..ShapesInner::default()
+            })),
+        }
+    }
+
+    /// Applies one watch event (a relist replaces every shape once it completes); what is left
+    /// of it is the event's kind.
+    fn apply(&self, event: Event<Node>) -> Event<()> {
+        let mut inner = self
+            .inner
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let shape = |node: &Node| Arc::new(NodeShape::of(node));
+        match event {
+            Event::Init => {
+                inner.relist = Some(BTreeMap::new());
+                Event::Init
+            }
+            Event::InitApply(node) => {
+                let shape = shape(&node);
+                inner
+                    .relist
+                    .get_or_insert_with(BTreeMap::new)
+                    .insert(shape.name.clone(), shape);
+                Event::InitApply(())
+            }
+            Event::InitDone => {
+                inner.by_name = inner.relist.take().unwrap_or_default();
+                inner.snapshot = None;
+                Event::InitDone
+            }
+            Event::Apply(node) => {
+                let shape = shape(&node);
+                if inner.by_name.get(&shape.name) != Some(&shape) {
+                    inner.by_name.insert(shape.name.clone(), shape);
+                    inner.snapshot = None;
+                }
+                Event::Apply(())
+            }
+            Event::Delete(node) => {
+                let name = node.metadata.name.unwrap_or_default();
+                if inner.by_name.remove(&name).is_some() {
+                    inner.snapshot = None;
+                }
+                Event::Delete(())
+            }
+        }
+    }
+
+    /// Every Node's shape, in name order (shared until the next change).
+    pub fn snapshot(&self) -> Arc<[Arc<NodeShape>]> {
+        if let Some(snapshot) = &self
+            .inner
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .snapshot
+        {
+            return snapshot.clone();
+        }
+        let mut inner = self
+            .inner
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let by_name = &inner.by_name;
+        let snapshot: Arc<[Arc<NodeShape>]> = by_name.values().cloned().collect();
+        inner.snapshot = Some(snapshot.clone());
+        snapshot
+    }
 }
 
 /// The informer caches, cheap to clone.
@@ -130,7 +232,8 @@ pub struct Caches {
     jobs: Store<PartialObjectMeta<Job>>,
     queues: Store<Queue>,
     queue_policies: Store<QueuePolicy>,
-    statuses: Arc<[Arc<CacheStatus>; 6]>,
+    nodes: NodeShapes,
+    statuses: Arc<[Arc<CacheStatus>; 7]>,
     client: Option<Client>,
 }
 
@@ -141,8 +244,9 @@ const RAY_JOBS: usize = 2;
 const QUEUES: usize = 3;
 const QUEUE_POLICIES: usize = 4;
 const JOBS: usize = 5;
+const NODES: usize = 6;
 
-fn new_statuses() -> Arc<[Arc<CacheStatus>; 6]> {
+fn new_statuses() -> Arc<[Arc<CacheStatus>; 7]> {
     Arc::new([
         CacheStatus::new("namespaces"),
         CacheStatus::new("rayclusters"),
@@ -150,6 +254,7 @@ fn new_statuses() -> Arc<[Arc<CacheStatus>; 6]> {
         CacheStatus::new("queues"),
         CacheStatus::new("queuepolicies"),
         CacheStatus::new("jobs"),
+        CacheStatus::new("nodes"),
     ])
 }
 
@@ -188,7 +293,14 @@ impl Caches {
             Api::<QueuePolicy>::all(client.clone()),
             statuses[QUEUE_POLICIES].clone(),
         );
-        let run = futures::future::join(
+        let nodes = NodeShapes::default();
+        let writer = nodes.clone();
+        let watch_nodes = drive(
+            watcher::watcher(Api::<Node>::all(client.clone()), watcher::Config::default())
+                .map_ok(move |event| writer.apply(event)),
+            statuses[NODES].clone(),
+        );
+        let run = futures::future::join3(
             futures::future::join5(
                 watch_namespaces,
                 watch_ray_clusters,
@@ -197,6 +309,7 @@ impl Caches {
                 watch_queue_policies,
             ),
             watch_jobs,
+            watch_nodes,
         );
         let caches = Caches {
             namespaces,
@@ -205,6 +318,7 @@ impl Caches {
             jobs,
             queues,
             queue_policies,
+            nodes,
             statuses,
             client: Some(client),
         };
@@ -229,6 +343,7 @@ impl Caches {
         let mut jobs = Filling::new();
         let mut queues = Filling::new();
         let mut queue_policies = Filling::new();
+        let mut nodes = Vec::new();
         for page in pages {
             namespaces.add(page.namespaces);
             ray_clusters.add(
@@ -248,6 +363,7 @@ impl Caches {
             );
             queues.add(page.queues);
             queue_policies.add(page.queue_policies);
+            nodes.extend(page.nodes.iter().map(NodeShape::of));
         }
         for status in statuses.iter() {
             status.mark_synced();
@@ -259,6 +375,7 @@ impl Caches {
             jobs: jobs.done(),
             queues: queues.done(),
             queue_policies: queue_policies.done(),
+            nodes: NodeShapes::from_shapes(nodes),
             statuses,
             client: None,
         }
@@ -341,6 +458,11 @@ impl Caches {
     /// Every cached QueuePolicy.
     pub fn queue_policies(&self) -> Vec<Arc<QueuePolicy>> {
         self.queue_policies.state()
+    }
+
+    /// The shape of every cached Node (empty before the Node cache has synced).
+    pub fn nodes(&self) -> Arc<[Arc<NodeShape>]> {
+        self.nodes.snapshot()
     }
 
     async fn metadata<K>(
@@ -548,6 +670,60 @@ mod tests {
             );
         }
         assert_eq!(cluster.owner_references.expect("owners")[0].name, "train");
+    }
+
+    fn node(name: &str, cpu: &str) -> Node {
+        serde_json::from_value(json!({"metadata": {"name": name},
+            "status": {"allocatable": {"cpu": cpu}, "images": [{"names": ["rayproject/ray"]}]}}))
+        .expect("a Node")
+    }
+
+    fn names_and_cpus(shapes: &NodeShapes) -> Vec<String> {
+        shapes
+            .snapshot()
+            .iter()
+            .map(|n| format!("{}={}", n.name, n.allocatable["cpu"]))
+            .collect()
+    }
+
+    #[test]
+    fn node_shapes_follow_the_watch_and_a_relist_replaces_them_when_it_completes() {
+        let shapes = NodeShapes::default();
+        assert!(shapes.snapshot().is_empty());
+        shapes.apply(Event::Apply(node("a", "2")));
+        shapes.apply(Event::Apply(node("b", "4")));
+        let before = shapes.snapshot();
+        assert_eq!(names_and_cpus(&shapes), ["a=2", "b=4"]);
+        // An update that changes nothing feasibility reads keeps the snapshot.
+        shapes.apply(Event::Apply(node("a", "2")));
+        assert!(Arc::ptr_eq(&before, &shapes.snapshot()));
+        shapes.apply(Event::Apply(node("a", "8")));
+        assert_eq!(names_and_cpus(&shapes), ["a=8", "b=4"]);
+        shapes.apply(Event::Delete(node("b", "4")));
+        assert_eq!(names_and_cpus(&shapes), ["a=8"]);
+        // During a relist the old shapes stay; once it completes only the listed ones are left.
+        shapes.apply(Event::Init);
+        shapes.apply(Event::InitApply(node("c", "1")));
+        assert_eq!(names_and_cpus(&shapes), ["a=8"]);
+        shapes.apply(Event::InitDone);
+        assert_eq!(names_and_cpus(&shapes), ["c=1"]);
+    }
+
+    #[tokio::test]
+    async fn preloaded_nodes_are_kept_as_shapes() {
+        let caches = Caches::preloaded_in_pages([
+            Preloaded {
+                nodes: vec![node("b", "4")],
+                ..Preloaded::default()
+            },
+            Preloaded {
+                nodes: vec![node("a", "2")],
+                ..Preloaded::default()
+            },
+        ]);
+        let names: Vec<String> = caches.nodes().iter().map(|n| n.name.clone()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert!(caches.unsynced().is_empty());
     }
 
     #[tokio::test]

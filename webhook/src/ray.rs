@@ -1,5 +1,5 @@
 //! RayJob, RayCluster and QueuePolicy admission: `raygate_api::admission` decides, this module
-//! feeds it the request and the cached Namespace, Queues and QueuePolicies.
+//! feeds it the request and the cached Namespace, Queues, QueuePolicies and node shapes.
 //!
 //! The decision runs on both webhooks and is the same each time: the mutating call returns
 //! only its patch (queue defaulting), the validating call only its denial and warnings, so
@@ -112,6 +112,7 @@ pub async fn review_ray(
     };
     let policies = caches.queue_policies();
     let queues = |name: &str| caches.queue(name);
+    let nodes = caches.nodes();
     let decision = admission::review_ray_object(RayObjectReview {
         operation,
         object,
@@ -120,6 +121,7 @@ pub async fn review_ray(
         opt_in,
         queues: &queues,
         policies: &policies,
+        nodes: &nodes,
         context,
     });
     verdict(decision, webhook)

@@ -113,6 +113,10 @@ pub fn world() -> Preloaded {
                 "spec": {"allowedQueues": ["batch"], "requireQueue": true, "enforcement": "Warn"}}),
             ),
         ],
+        nodes: vec![from_json(
+            json!({"metadata": {"name": "node-1"}, "status": {"allocatable":
+            {"cpu": "128", "memory": "1Ti", "ephemeral-storage": "1Ti", "nvidia.com/gpu": "8"}}}),
+        )],
     }
 }
 

@@ -14,7 +14,7 @@ use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Bytes, Frame};
 use hyper::{Request, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use raygate_api::keys::{NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE};
 use raygate_api::settings::OptInLabel;
@@ -188,7 +188,15 @@ fn world() -> Preloaded {
             queue("closed", "Closed"),
         ],
         queue_policies: vec![],
+        nodes: vec![node("node-1", "16")],
     }
+}
+
+/// A Node with `cpu` CPUs and 64Gi of memory.
+fn node(name: &str, cpu: &str) -> Node {
+    serde_json::from_value(json!({"metadata": {"name": name},
+        "status": {"allocatable": {"cpu": cpu, "memory": "64Gi"}}}))
+    .expect("a Node")
 }
 
 fn queue(name: &str, state: &str) -> Queue {
@@ -678,6 +686,34 @@ async fn values_the_user_set_are_kept_and_warned_about() {
     assert_eq!(
         patched(&pod, &response)["spec"]["schedulerName"],
         "my-scheduler"
+    );
+    server.shut_down().await;
+}
+
+#[tokio::test]
+async fn a_ray_object_no_cached_node_could_hold_gets_a_warning() {
+    let server = Server::start(default_limits()).await;
+    let mut cluster = ray_cluster(1, 1, 2);
+    cluster["metadata"]["labels"] = json!({"volcano.sh/queue-name": "research"});
+    let fits = server
+        .review(
+            "/validate/ray",
+            ray_request("fits", "CREATE", cluster.clone()),
+        )
+        .await;
+    assert_eq!(fits["allowed"], true, "{fits}");
+    assert!(fits.get("warnings").is_none(), "{fits}");
+    cluster["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
+        ["cpu"] = json!("64");
+    let response = server
+        .review("/validate/ray", ray_request("big", "CREATE", cluster))
+        .await;
+    assert_eq!(response["allowed"], true, "{response}");
+    assert_eq!(
+        response["warnings"],
+        json!([
+            "spec.headGroupSpec.template.spec: head Pod asks cpu 64; the largest node offers 16 (node-1)"
+        ])
     );
     server.shut_down().await;
 }

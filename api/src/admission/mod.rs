@@ -13,7 +13,10 @@
 //!    the gang's `minResources` must fit in the queue's `capability`.
 //! 4. **QueuePolicy rules**: every matching policy is evaluated on its own; a `Deny` policy's
 //!    violations are errors, a `Warn` policy's are warnings (the combination rule: all `Deny`
-//!    policies must allow). Outside opted-in namespaces they apply to an object that names a
+//!    policies must allow). **Feasibility** ([`crate::feasibility`]) against the nodes the
+//!    caller knows: a Pod or gang no node could ever hold is a warning, or an error where a
+//!    matching policy says `infeasible: Deny`; with no node known, a warning that nothing was
+//!    checked. Outside opted-in namespaces they apply to an object that names a
 //!    Volcano queue (`volcano.sh/queue-name`), which KubeRay's Volcano adapter would use
 //!    ([`escape`] covers Pods, PodGroups and the opt-in label itself).
 //! 5. **UPDATE rules**: the queue and priority labels cannot change while a RayJob has a live
@@ -31,8 +34,8 @@
 //! RayClusters created by a RayJob (label `ray.io/originated-from-crd=RayJob`) belong to the
 //! RayJob's gang: only the foundation rules apply to them, because the RayJob was already checked.
 //!
-//! Everything is pure: the caller passes the namespace, a [`QueueLookup`] and the policies it
-//! has cached. `docs/queue-policy.md` documents the rules and the combination rule.
+//! Everything is pure: the caller passes the namespace, a [`QueueLookup`], the policies and
+//! the node shapes it has cached. `docs/queue-policy.md` documents the rules and the combination rule.
 
 pub mod escape;
 pub mod rules;
@@ -49,6 +52,7 @@ use serde_json::Value;
 
 use crate::check::{RayKind, type_meta};
 use crate::coexist::namespace_reconciler;
+use crate::feasibility::NodeShape;
 use crate::finding::{Finding, Severity};
 use crate::keys;
 use crate::queue_policy::{QueuePolicy, matching_policies, validate_queue_policy};
@@ -121,6 +125,8 @@ pub struct RayObjectReview<'a> {
     pub queues: &'a dyn QueueLookup,
     /// Every QueuePolicy in the cluster; the review selects those that match the namespace.
     pub policies: &'a [Arc<QueuePolicy>],
+    /// The cluster's nodes, for feasibility (`crate::feasibility`); empty when none is known.
+    pub nodes: &'a [Arc<NodeShape>],
     /// Feature gates, and the reconciler kind of namespaces without a valid
     /// `raygate.io/reconciler` label, for the foundation rules.
     pub context: &'a ValidationContext,
@@ -173,6 +179,7 @@ pub fn review_ray_object(review: RayObjectReview<'_>) -> Admission {
         opt_in,
         queues,
         policies,
+        nodes,
         context,
     } = review;
     let Some(kind) = type_meta(&object).and_then(|(v, k)| RayKind::of(v, k)) else {
@@ -232,6 +239,7 @@ pub fn review_ray_object(review: RayObjectReview<'_>) -> Admission {
         } else {
             Vec::new()
         },
+        nodes,
         context,
     };
     let scope = scope_for(governed || names_queue(&object));

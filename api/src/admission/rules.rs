@@ -3,17 +3,19 @@
 //! whether the rule is an error or a warning and why it exists.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation, ReplaceOperation};
 use serde_json::Value;
 
 use super::QueueLookup;
-use crate::check::{RayKind, check_object};
+use crate::check::{RayKind, Typed, check_object};
+use crate::feasibility::{self, Feasibility, NodeShape};
 use crate::finding::{Compat, Finding};
 use crate::keys;
 use crate::quantity::ResourceQuantity;
-use crate::queue_policy::{Enforcement, QueuePolicy};
+use crate::queue_policy::{Enforcement, InfeasibleAction, QueuePolicy};
 use crate::sizing::GangSize;
 use crate::validation::ValidationContext;
 use crate::volcano::QueueState;
@@ -60,6 +62,13 @@ pub const POLICY_MAX_MIN_RESOURCES: &str = "queue-policy-max-min-resources";
 /// used.
 pub const POLICY_DEFAULT_QUEUE_CONFLICT: &str = "queue-policy-default-queue-conflict";
 
+/// **Warning, or error where a matching policy says `infeasible: Deny`.** A Pod of the object,
+/// a group's Pods or the whole gang can never be scheduled on the cluster's nodes, even empty
+/// (docs/feasibility.md). One finding per reason.
+pub const RAY_OBJECT_INFEASIBLE: &str = "ray-object-infeasible";
+/// **Warning.** No schedulable node is known: feasibility was not checked (never denies).
+pub const FEASIBILITY_NOT_CHECKED: &str = "feasibility-not-checked";
+
 /// **Error.** The queue label changed (or was added or removed) while the object's PodGroup exists:
 /// a RayJob with a [`live_cluster`], or a standalone RayCluster. Neither KubeRay nor Volcano moves
 /// an existing PodGroup to another queue (docs/upstream.md, "KubeRay: known defects", 4).
@@ -72,7 +81,7 @@ pub const PRIORITY_LABEL_IMMUTABLE: &str = "priority-label-immutable";
 pub const RAYJOB_CLUSTER_SPEC_CHANGE_IGNORED: &str = "rayjob-cluster-spec-change-ignored";
 
 /// Every rule name of this module, in catalogue order.
-pub const ALL: [&str; 15] = [
+pub const ALL: [&str; 17] = [
     NOT_A_RAY_OBJECT,
     VOLCANO_CLUSTER_SELECTOR,
     VOLCANO_QUEUE_MISSING,
@@ -85,6 +94,8 @@ pub const ALL: [&str; 15] = [
     POLICY_MAX_MIN_MEMBER,
     POLICY_MAX_MIN_RESOURCES,
     POLICY_DEFAULT_QUEUE_CONFLICT,
+    RAY_OBJECT_INFEASIBLE,
+    FEASIBILITY_NOT_CHECKED,
     QUEUE_LABEL_IMMUTABLE,
     PRIORITY_LABEL_IMMUTABLE,
     RAYJOB_CLUSTER_SPEC_CHANGE_IGNORED,
@@ -106,6 +117,8 @@ pub(super) struct Scope<'a> {
     /// Matching policies, sorted by name: empty when neither governed nor naming a Volcano
     /// queue outside an opted-in namespace (`review_ray_object`).
     pub policies: Vec<&'a QueuePolicy>,
+    /// The cluster's nodes, for feasibility.
+    pub nodes: &'a [Arc<NodeShape>],
     pub context: &'a ValidationContext,
 }
 
@@ -420,7 +433,69 @@ pub(super) fn evaluate(scope: &Scope<'_>, object: Value, queue: &QueueChoice) ->
             &mut findings,
         );
     }
+    if let (Some(gang), Some(typed)) = (gang, checked.typed.as_ref()) {
+        feasibility_rules(scope, typed, gang, gang_field, &mut findings);
+    }
     findings
+}
+
+/// What the matching policies do with an infeasible object: `Deny` (with the first denying
+/// policy by name) when any says so, `Ignore` when every one of them (at least one) does, else
+/// `Warn`.
+fn infeasible_action<'p>(policies: &[&'p QueuePolicy]) -> (InfeasibleAction, Option<&'p str>) {
+    if let Some(denying) = policies
+        .iter()
+        .find(|p| p.infeasible() == InfeasibleAction::Deny)
+    {
+        let name = denying.metadata.name.as_deref().unwrap_or_default();
+        return (InfeasibleAction::Deny, Some(name));
+    }
+    if !policies.is_empty()
+        && policies
+            .iter()
+            .all(|p| p.infeasible() == InfeasibleAction::Ignore)
+    {
+        return (InfeasibleAction::Ignore, None);
+    }
+    (InfeasibleAction::Warn, None)
+}
+
+/// The object's feasibility on the scope's nodes, as the matching policies want it reported.
+fn feasibility_rules(
+    scope: &Scope<'_>,
+    typed: &Typed,
+    gang: &GangSize,
+    gang_field: &str,
+    findings: &mut Vec<Finding>,
+) {
+    let (action, denying) = infeasible_action(&scope.policies);
+    if action == InfeasibleAction::Ignore {
+        return;
+    }
+    match feasibility::check_feasibility(typed, gang, scope.nodes) {
+        Feasibility::NoNodes => findings.push(Finding::warning(
+            FEASIBILITY_NOT_CHECKED,
+            gang_field,
+            feasibility::NO_NODES_MESSAGE,
+            Compat::Raygate,
+        )),
+        Feasibility::Checked(found) => {
+            findings.extend(found.into_iter().map(|f| match denying {
+                Some(policy) => Finding::error(
+                    RAY_OBJECT_INFEASIBLE,
+                    f.field.clone(),
+                    format!("{f} (QueuePolicy {policy:?} denies what can never be scheduled: infeasible: Deny)"),
+                    Compat::Raygate,
+                ),
+                None => Finding::warning(
+                    RAY_OBJECT_INFEASIBLE,
+                    f.field.clone(),
+                    f.to_string(),
+                    Compat::Raygate,
+                ),
+            }));
+        }
+    }
 }
 
 fn queue_rules(

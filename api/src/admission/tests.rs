@@ -8,6 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::feasibility::NodeShape;
 use crate::finding::Severity;
 use crate::queue_policy::QueuePolicySpec;
 use crate::validation::ReconcilerKind;
@@ -122,6 +123,19 @@ struct Case {
     old: Option<Value>,
     namespace: ObjectMeta,
     policies: Vec<Arc<QueuePolicy>>,
+    nodes: Vec<Arc<NodeShape>>,
+}
+
+/// A node with `cpu` CPUs and `memory`.
+fn node(name: &str, cpu: &str, memory: &str) -> Arc<NodeShape> {
+    Arc::new(NodeShape {
+        name: name.to_string(),
+        allocatable: [("cpu", cpu), ("memory", memory)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.parse().expect("a quantity")))
+            .collect(),
+        ..NodeShape::default()
+    })
 }
 
 impl Case {
@@ -133,6 +147,7 @@ impl Case {
             old: None,
             namespace: namespace(true, None),
             policies: Vec::new(),
+            nodes: vec![node("big", "256", "1Ti")],
         }
     }
 
@@ -154,6 +169,11 @@ impl Case {
         self
     }
 
+    fn nodes(mut self, nodes: Vec<Arc<NodeShape>>) -> Self {
+        self.nodes = nodes;
+        self
+    }
+
     fn review(&self) -> Admission {
         let queues = queues();
         let ctx = ValidationContext::default();
@@ -165,6 +185,7 @@ impl Case {
             opt_in: &OptInLabel::default(),
             queues: &queues,
             policies: &self.policies,
+            nodes: &self.nodes,
             context: &ctx,
         })
     }
@@ -828,6 +849,7 @@ fn unsupported_rules(default: ReconcilerKind, reconciler_label: Option<&str>) ->
         opt_in: &OptInLabel::default(),
         queues: &queues,
         policies: &[],
+        nodes: &[node("big", "256", "1Ti")],
         context: &context,
     })
     .findings
@@ -902,4 +924,143 @@ fn every_rule_is_in_the_catalogue() {
         missing.is_empty(),
         "missing from docs/queue-policy.md: {missing:?}"
     );
+}
+
+const HEAD_FIELD: &str = "spec.rayClusterSpec.headGroupSpec.template.spec";
+
+/// The feasibility findings of `case` as `(rule, severity, field: message)`.
+fn feasibility_findings(case: &Case) -> Vec<(String, Severity, String)> {
+    case.review()
+        .findings
+        .into_iter()
+        .filter(|f| {
+            [rules::RAY_OBJECT_INFEASIBLE, rules::FEASIBILITY_NOT_CHECKED]
+                .contains(&f.rule.as_str())
+        })
+        .map(|f| (f.rule.clone(), f.severity, f.to_string()))
+        .collect()
+}
+
+#[test]
+fn an_infeasible_object_is_a_warning_by_default_and_denied_only_by_a_deny_policy() {
+    let tiny = || vec![node("real-1", "8", "1536Mi"), node("real-2", "8", "1Gi")];
+    let warning = (
+        rules::RAY_OBJECT_INFEASIBLE.to_string(),
+        Severity::Warning,
+        format!("{HEAD_FIELD}: head Pod asks memory 2Gi; the largest node offers 1536Mi (real-1)"),
+    );
+    let case = Case::create("tiny nodes", job(&[], 0)).nodes(tiny());
+    assert_eq!(feasibility_findings(&case), std::slice::from_ref(&warning));
+    assert!(case.review().allowed());
+    // A feasible object gets nothing.
+    let fits = Case::create("big node", job(&[], 2));
+    assert_eq!(feasibility_findings(&fits), []);
+
+    let deny = policy("strict", json!({"infeasible": "Deny"}));
+    let denied = Case::create("deny", job(&[], 0))
+        .nodes(tiny())
+        .policies(vec![
+            policy("lenient", json!({"infeasible": "Ignore"})),
+            deny.clone(),
+        ]);
+    let admission = denied.review();
+    assert!(!admission.allowed());
+    assert_eq!(
+        admission.denial().as_deref(),
+        Some(
+            format!("{HEAD_FIELD}: head Pod asks memory 2Gi; the largest node offers 1536Mi (real-1) (QueuePolicy \"strict\" denies what can never be scheduled: infeasible: Deny)")
+                .as_str()
+        )
+    );
+    // Audit mode never denies; Ignore only when every matching policy says so.
+    let audit = policy(
+        "audit",
+        json!({"infeasible": "Deny", "enforcement": "Warn"}),
+    );
+    let audited = Case::create("audit", job(&[], 0))
+        .nodes(tiny())
+        .policies(vec![audit]);
+    assert_eq!(
+        feasibility_findings(&audited),
+        std::slice::from_ref(&warning)
+    );
+    let ignore = policy("quiet", json!({"infeasible": "Ignore"}));
+    let ignored = Case::create("ignore", job(&[], 0))
+        .nodes(tiny())
+        .policies(vec![ignore.clone()]);
+    assert_eq!(feasibility_findings(&ignored), []);
+    let mixed = Case::create("ignore and default", job(&[], 0))
+        .nodes(tiny())
+        .policies(vec![ignore, policy("plain", json!({}))]);
+    assert_eq!(feasibility_findings(&mixed), [warning]);
+
+    // An UPDATE of an object that was already infeasible is not denied (ratcheting).
+    let update = Case::update("update", job(&[], 0), job(&[("team", "x")], 0))
+        .nodes(tiny())
+        .policies(vec![deny.clone()]);
+    assert!(update.review().allowed(), "{:?}", update.review().findings);
+    // Growing a feasible object beyond the nodes is.
+    let grown = Case::update("grown", job(&[], 0), {
+        let mut object = job(&[], 0);
+        object["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"]
+            [0]["resources"]["requests"]["cpu"] = json!("300");
+        object
+    })
+    .policies(vec![deny]);
+    assert!(!grown.review().allowed());
+}
+
+#[test]
+fn with_no_node_known_feasibility_is_not_checked_and_never_denies() {
+    let case = Case::create("no nodes", job(&[], 0))
+        .nodes(Vec::new())
+        .policies(vec![policy("strict", json!({"infeasible": "Deny"}))]);
+    assert_eq!(
+        feasibility_findings(&case),
+        [(
+            rules::FEASIBILITY_NOT_CHECKED.to_string(),
+            Severity::Warning,
+            "spec.rayClusterSpec: the cluster has no schedulable nodes yet; feasibility not checked"
+                .to_string()
+        )]
+    );
+    assert!(case.review().allowed());
+    let cluster = Case::create("no nodes, RayCluster", cluster(&[], 0)).nodes(Vec::new());
+    assert_eq!(
+        feasibility_findings(&cluster)
+            .into_iter()
+            .map(|f| f.2)
+            .collect::<Vec<_>>(),
+        ["spec: the cluster has no schedulable nodes yet; feasibility not checked"]
+    );
+}
+
+#[test]
+fn feasibility_follows_the_policy_scope() {
+    let tiny = vec![node("real-1", "8", "1536Mi")];
+    // Not opted in and naming no queue: only the validation rules.
+    let elsewhere = Case::create("not opted in", job(&[], 0))
+        .ns(namespace(false, None))
+        .nodes(tiny.clone());
+    assert_eq!(feasibility_findings(&elsewhere), []);
+    // A RayJob's own RayCluster was checked through its RayJob.
+    let owned = Case::create(
+        "owned cluster",
+        cluster(
+            &[
+                (keys::ORIGINATED_FROM_CRD_LABEL, "RayJob"),
+                (keys::ORIGINATED_FROM_CR_NAME_LABEL, "j"),
+            ],
+            0,
+        ),
+    )
+    .nodes(tiny.clone());
+    assert_eq!(feasibility_findings(&owned), []);
+    // Not opted in but naming a Volcano queue: the namespace's policies apply, and so does
+    // feasibility.
+    let queued = Case::create("queue elsewhere", job(&[(Q, "team-b")], 0))
+        .ns(namespace(false, None))
+        .nodes(tiny)
+        .policies(vec![policy("p", json!({}))]);
+    assert_eq!(feasibility_findings(&queued).len(), 1);
 }

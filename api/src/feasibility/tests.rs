@@ -213,11 +213,17 @@ fn extended_resources_are_checked_like_any_other() {
         ))
     };
     assert_eq!(
-        found(object(json!({"nvidia.com/gpu": "4"})), &[gpu.clone()]),
+        found(
+            object(json!({"nvidia.com/gpu": "4"})),
+            std::slice::from_ref(&gpu)
+        ),
         Vec::<String>::new()
     );
     assert_eq!(
-        found(object(json!({"nvidia.com/gpu": "8"})), &[gpu.clone()]),
+        found(
+            object(json!({"nvidia.com/gpu": "8"})),
+            std::slice::from_ref(&gpu)
+        ),
         [
             "spec.workerGroupSpecs[0].template.spec: worker group \"w\" Pod asks nvidia.com/gpu 8; the largest node offers 4 (gpu-1)"
         ]

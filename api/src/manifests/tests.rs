@@ -171,12 +171,12 @@ fn rbac_is_least_privilege() {
             .iter()
             .any(|(g, r, _, _)| g == "coordination.k8s.io" && r == "leases")
     );
-    // Only reading namespaces and queues; only get/patch (by name) on webhook configurations
-    // and CRDs.
+    // Only reading namespaces, nodes and queues; only get/patch (by name) on webhook
+    // configurations and CRDs.
     for (group, resource, verbs, named) in &cluster {
         match resource.as_str() {
             "namespaces" => assert_eq!(verbs, &["get", "list", "watch"]),
-            "queues" | "queuepolicies" => assert_eq!(verbs, &["list", "watch"]),
+            "nodes" | "queues" | "queuepolicies" => assert_eq!(verbs, &["list", "watch"]),
             "mutatingwebhookconfigurations"
             | "validatingwebhookconfigurations"
             | "customresourcedefinitions" => {
@@ -217,6 +217,7 @@ fn rbac_is_least_privilege() {
         "queuepolicies/status.raygate.io",
         "events.events.k8s.io",
         "namespaces",
+        "nodes",
         "mutatingwebhookconfigurations.admissionregistration.k8s.io",
         "validatingwebhookconfigurations.admissionregistration.k8s.io",
         "customresourcedefinitions.apiextensions.k8s.io",
@@ -225,7 +226,7 @@ fn rbac_is_least_privilege() {
     }
     assert_eq!(
         resources.len(),
-        18,
+        19,
         "unexpected extra grants: {resources:?}"
     );
 }
@@ -611,6 +612,20 @@ fn each_part_is_granted_only_what_it_uses() {
             .all(|(group, _, _, _)| group != "admissionregistration.k8s.io"
                 && group != "apiextensions.k8s.io"),
         "{granted:?}"
+    );
+    // Node shapes are the webhook's feasibility cache.
+    assert!(
+        granted
+            .iter()
+            .all(|(_, resource, _, _)| resource != "nodes"),
+        "{granted:?}"
+    );
+    let webhook_grants = grants(find(&webhook_only, "ClusterRole", "raygate"));
+    assert!(
+        webhook_grants
+            .iter()
+            .any(|(_, resource, _, _)| resource == "nodes"),
+        "{webhook_grants:?}"
     );
     let role = find(&reconciler_only, "Role", "raygate");
     assert_eq!(role["rules"].as_array().unwrap().len(), 1, "leases only");
