@@ -26,8 +26,10 @@ mod manifests;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
+use raygate_api::admission::rules;
 use raygate_api::apply::{self, FieldValidation};
 use raygate_api::check::{self, ObjectReport};
+use raygate_api::feasibility::{self, NodeShape};
 use raygate_api::features::FeatureGates;
 use raygate_api::finding::{Finding, Severity};
 use raygate_api::input::{self, Document};
@@ -69,6 +71,11 @@ enum Command {
         /// Output format.
         #[arg(short, long, value_enum, default_value_t = ValidateOutput::Text)]
         output: ValidateOutput,
+        /// Also check that each object's Pods could be scheduled on these nodes (a file of v1
+        /// Node objects: `kubectl get nodes -o yaml`, a List or several documents), as the
+        /// webhook does; what could never be scheduled is reported as warnings.
+        #[arg(long, value_name = "FILE")]
+        nodes: Option<String>,
         #[command(flatten)]
         rules: RuleOptions,
         #[command(flatten)]
@@ -354,9 +361,22 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Validate {
             files,
             output,
+            nodes,
             rules,
             fields,
-        } => validate(&files.files, output, &rules.context(), fields.validate),
+        } => {
+            let nodes = match nodes.as_deref().map(read_nodes).transpose() {
+                Ok(nodes) => nodes,
+                Err(code) => return Ok(code),
+            };
+            validate(
+                &files.files,
+                output,
+                nodes.as_deref(),
+                &rules.context(),
+                fields.validate,
+            )
+        }
         Command::Podgroup {
             files,
             output,
@@ -473,11 +493,32 @@ fn skip_note(source: &str, doc: &Document) -> String {
     )
 }
 
+/// The shapes of the Nodes in `file`, or the code for unreadable input after reporting why.
+fn read_nodes(file: &str) -> Result<Vec<NodeShape>, u8> {
+    let mut shapes = Vec::new();
+    let mut broken = false;
+    for_each_input_document(&[file.to_string()], |source, doc| {
+        match feasibility::node_shape_of_document(doc) {
+            Ok(shape) => shapes.push(shape),
+            Err(e) => {
+                eprintln!("error: {source}: {e}");
+                broken = true;
+            }
+        }
+    })?;
+    if broken {
+        Err(EXIT_UNREADABLE)
+    } else {
+        Ok(shapes)
+    }
+}
+
 /// As `kubectl apply`: every document read before a syntax error gets its verdict, then the
 /// code for unreadable input.
 fn validate(
     files: &[String],
     output: ValidateOutput,
+    nodes: Option<&[NodeShape]>,
     ctx: &ValidationContext,
     fields: FieldValidation,
 ) -> Result<u8> {
@@ -487,7 +528,15 @@ fn validate(
         if !apply::judges(&doc.value) {
             notes.push(skip_note(source, &doc));
         } else if let Some(checked) = apply::check_manifest(doc.value, ctx, fields) {
-            reports.push(checked.report);
+            let mut report = checked.report;
+            if let (Some(nodes), Some(typed), Some(Ok(gang))) =
+                (nodes, &checked.typed, &checked.gang)
+            {
+                report
+                    .findings
+                    .extend(rules::feasibility_findings(typed, gang, nodes, None));
+            }
+            reports.push(report);
         }
     });
     for note in notes {

@@ -909,3 +909,73 @@ fn manifests_render_the_webhook_configurations_alone_for_a_url_and_ca() {
     let url_alone = raygate(&["manifests", "--webhook-url", "https://x"], None);
     assert_eq!(url_alone.status.code(), Some(2), "{}", stderr(&url_alone));
 }
+
+/// Writes `text` to a file of its own and returns its path.
+fn nodes_file(name: &str, text: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("raygate-cli-nodes-{}", std::process::id()));
+    fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join(name);
+    fs::write(&path, text).expect("nodes file");
+    path.to_string_lossy().into_owned()
+}
+
+#[test]
+fn validate_with_nodes_warns_about_what_no_node_could_hold() {
+    let tiny = nodes_file(
+        "tiny.yaml",
+        "apiVersion: v1\nkind: NodeList\nitems:\n- apiVersion: v1\n  kind: Node\n  metadata: {name: real-1}\n  status: {allocatable: {cpu: 900m, memory: 8Gi}}\n",
+    );
+    let output = raygate(
+        &["validate", "-f", &example("rayjob.yaml"), "--nodes", &tiny],
+        None,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "rayjob.ray.io/rayjob-sample valid\n\
+         Warning: rayjob.ray.io/rayjob-sample: spec.rayClusterSpec.headGroupSpec.template.spec: head Pod asks cpu 1; the largest node offers 900m (real-1) [ray-object-infeasible, compat: raygate]\n\
+         Warning: rayjob.ray.io/rayjob-sample: spec.rayClusterSpec.workerGroupSpecs[0].template.spec: worker group \"small\" needs 2 Pods at once; the nodes they may run on hold at most 1 of them, even empty [ray-object-infeasible, compat: raygate]\n"
+    );
+
+    let big = nodes_file(
+        "big.yaml",
+        "apiVersion: v1\nkind: Node\nmetadata: {name: a}\nstatus: {allocatable: {cpu: '8', memory: 32Gi}}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: b}\nstatus: {allocatable: {cpu: '8', memory: 32Gi}}\n",
+    );
+    let output = raygate(
+        &["validate", "-f", &example("rayjob.yaml"), "--nodes", &big],
+        None,
+    );
+    assert_eq!(stdout(&output), "rayjob.ray.io/rayjob-sample valid\n");
+
+    let empty = nodes_file("empty.yaml", "apiVersion: v1\nkind: List\nitems: []\n");
+    let output = raygate(
+        &["validate", "-f", &example("rayjob.yaml"), "--nodes", &empty],
+        None,
+    );
+    assert!(
+        stdout(&output).contains("Warning: rayjob.ray.io/rayjob-sample: spec.rayClusterSpec: the cluster has no schedulable nodes yet; feasibility not checked [feasibility-not-checked, compat: raygate]"),
+        "{}",
+        stdout(&output)
+    );
+
+    let not_nodes = nodes_file(
+        "pods.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n",
+    );
+    let output = raygate(
+        &[
+            "validate",
+            "-f",
+            &example("rayjob.yaml"),
+            "--nodes",
+            &not_nodes,
+        ],
+        None,
+    );
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        stderr(&output),
+        format!("error: {not_nodes}: document 1 is Pod (v1), not a v1 Node\n")
+    );
+    assert_eq!(stdout(&output), "");
+}

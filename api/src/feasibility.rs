@@ -28,7 +28,8 @@ use k8s_openapi::api::core::v1::{
     Container, Node, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Toleration,
 };
 
-use crate::check::Typed;
+use crate::check::{Typed, type_meta};
+use crate::input::Document;
 use crate::quantity::ResourceQuantity;
 use crate::ray::v1::{RayClusterSpec, RayJob};
 use crate::sizing::{self, GangSize, Resources};
@@ -288,6 +289,46 @@ pub enum Feasibility {
 /// The message of [`Feasibility::NoNodes`].
 pub const NO_NODES_MESSAGE: &str =
     "the cluster has no schedulable nodes yet; feasibility not checked";
+
+/// Why a document of a nodes file (`raygate validate --nodes`) gives no node shape.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeDocumentError {
+    /// The document is another kind of object.
+    #[error("document {number} is {what}, not a v1 Node")]
+    NotANode {
+        /// 1-based position of the document.
+        number: usize,
+        /// Its kind and apiVersion, as written.
+        what: String,
+    },
+    /// The document says it is a Node but does not read as one.
+    #[error("document {number} is not a valid Node: {source}")]
+    Invalid {
+        /// 1-based position of the document.
+        number: usize,
+        /// Why it does not read.
+        source: serde_json::Error,
+    },
+}
+
+/// The shape of a document that holds a `v1` Node (`kubectl get nodes -o yaml` gives a `List`
+/// of them, which the input reader flattens).
+pub fn node_shape_of_document(document: Document) -> Result<NodeShape, NodeDocumentError> {
+    let number = document.index + 1;
+    match type_meta(&document.value) {
+        Some(("v1", "Node")) => {}
+        other => {
+            let what = other.map_or_else(
+                || "an object without apiVersion/kind".to_string(),
+                |(api_version, kind)| format!("{kind} ({api_version})"),
+            );
+            return Err(NodeDocumentError::NotANode { number, what });
+        }
+    }
+    let node: Node = serde_json::from_value(document.value)
+        .map_err(|source| NodeDocumentError::Invalid { number, source })?;
+    Ok(NodeShape::of(&node))
+}
 
 /// One kind of Pod of the object: its template, effective requests and how many the gang needs.
 struct PodDemand<'a> {

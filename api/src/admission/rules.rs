@@ -434,7 +434,7 @@ pub(super) fn evaluate(scope: &Scope<'_>, object: Value, queue: &QueueChoice) ->
         );
     }
     if let (Some(gang), Some(typed)) = (gang, checked.typed.as_ref()) {
-        feasibility_rules(scope, typed, gang, gang_field, &mut findings);
+        feasibility_rules(scope, typed, gang, &mut findings);
     }
     findings
 }
@@ -465,26 +465,46 @@ fn feasibility_rules(
     scope: &Scope<'_>,
     typed: &Typed,
     gang: &GangSize,
-    gang_field: &str,
     findings: &mut Vec<Finding>,
 ) {
     let (action, denying) = infeasible_action(&scope.policies);
-    if action == InfeasibleAction::Ignore {
-        return;
+    if action != InfeasibleAction::Ignore {
+        findings.extend(feasibility_findings(typed, gang, scope.nodes, denying));
     }
-    match feasibility::check_feasibility(typed, gang, scope.nodes) {
-        Feasibility::NoNodes => findings.push(Finding::warning(
-            FEASIBILITY_NOT_CHECKED,
-            gang_field,
-            feasibility::NO_NODES_MESSAGE,
-            Compat::Raygate,
-        )),
-        Feasibility::Checked(found) => {
-            findings.extend(found.into_iter().map(|f| match denying {
+}
+
+/// The feasibility of `typed` (whose gang is `gang`) on `nodes` as findings: one
+/// [`RAY_OBJECT_INFEASIBLE`] per reason, a warning, or an error naming the QueuePolicy
+/// `denying`; with no schedulable node, the warning [`FEASIBILITY_NOT_CHECKED`] at the gang's
+/// field. `raygate validate --nodes` reports the warnings of the same function.
+pub fn feasibility_findings<N: AsRef<NodeShape>>(
+    typed: &Typed,
+    gang: &GangSize,
+    nodes: &[N],
+    denying: Option<&str>,
+) -> Vec<Finding> {
+    match feasibility::check_feasibility(typed, gang, nodes) {
+        Feasibility::NoNodes => {
+            let gang_field = match typed {
+                Typed::RayJob(_) => "spec.rayClusterSpec",
+                Typed::RayCluster(_) => "spec",
+            };
+            vec![Finding::warning(
+                FEASIBILITY_NOT_CHECKED,
+                gang_field,
+                feasibility::NO_NODES_MESSAGE,
+                Compat::Raygate,
+            )]
+        }
+        Feasibility::Checked(found) => found
+            .into_iter()
+            .map(|f| match denying {
                 Some(policy) => Finding::error(
                     RAY_OBJECT_INFEASIBLE,
                     f.field.clone(),
-                    format!("{f} (QueuePolicy {policy:?} denies what can never be scheduled: infeasible: Deny)"),
+                    format!(
+                        "{f} (QueuePolicy {policy:?} denies what can never be scheduled: infeasible: Deny)"
+                    ),
                     Compat::Raygate,
                 ),
                 None => Finding::warning(
@@ -493,8 +513,8 @@ fn feasibility_rules(
                     f.to_string(),
                     Compat::Raygate,
                 ),
-            }));
-        }
+            })
+            .collect(),
     }
 }
 

@@ -595,3 +595,47 @@ fn node_shapes_keep_only_what_feasibility_reads() {
     assert_eq!(allocatable, ["cpu=1500m"]);
     assert_eq!(shape.labels.get("zone").map(String::as_str), Some("a"));
 }
+
+#[test]
+fn a_nodes_file_gives_shapes_and_names_what_is_not_a_node() {
+    let text = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata: {name: real-1}
+  status: {allocatable: {cpu: "2"}}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: real-2, labels: {disktype: ssd}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: 3}
+spec: {unschedulable: "yes"}
+"#;
+    let results: Vec<Result<NodeShape, String>> = crate::input::parse_documents("nodes.yaml", text)
+        .expect("YAML")
+        .into_iter()
+        .map(|d| node_shape_of_document(d).map_err(|e| e.to_string()))
+        .collect();
+    assert_eq!(results[0].as_ref().map(|n| n.name.as_str()), Ok("real-1"));
+    assert_eq!(results[1].as_ref().map(|n| n.name.as_str()), Ok("real-2"));
+    assert_eq!(
+        results[2],
+        Err("document 3 is Pod (v1), not a v1 Node".to_string())
+    );
+    assert!(
+        results[3]
+            .as_ref()
+            .is_err_and(|e| e.starts_with("document 4 is not a valid Node: ")),
+        "{:?}",
+        results[3]
+    );
+}
