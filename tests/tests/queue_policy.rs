@@ -560,3 +560,90 @@ async fn invalid_queue_policies_are_refused() {
         .await
         .expect("a valid QueuePolicy is admitted");
 }
+
+/// A RayJob whose head asks for more CPUs than any node of the environment has (its worker
+/// fits).
+fn infeasible_ray_job(name: &str) -> Value {
+    let mut job = ray_job(name, None, 1);
+    job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["resources"]
+        ["requests"]["cpu"] = json!("999");
+    job
+}
+
+/// The start of the feasibility finding about [`infeasible_ray_job`]'s head (the largest
+/// node's CPUs follow).
+const HEAD_TOO_BIG: &str = "spec.rayClusterSpec.headGroupSpec.template.spec: head Pod asks cpu 999; the largest node offers ";
+
+#[tokio::test]
+async fn an_infeasible_ray_job_is_admitted_with_a_warning() {
+    let env = Env::load();
+    let ns = opted_in_namespace(&env, "qp-infeasible-warn").await;
+    let mut job = infeasible_ray_job("too-big");
+    job["metadata"]["namespace"] = json!(ns.name());
+    let warning = format!("Warning: {HEAD_TOO_BIG}");
+    // The webhook is Ready only once its Node cache has synced: the first answer has it.
+    let (ok, _, stderr) = kubectl(&env, &["create", "-f", "-"], &job).await;
+    assert!(ok, "an infeasible RayJob is admitted by default: {stderr}");
+    assert!(stderr.contains(&warning), "{stderr}");
+    assert!(
+        stderr.contains("(real-") || stderr.contains("(kwok-"),
+        "the largest node is named: {stderr}"
+    );
+    ray_jobs(&ns)
+        .get("too-big")
+        .await
+        .expect("the infeasible RayJob is stored");
+    // Control: a RayJob that fits gets no feasibility warning.
+    let mut fits = ray_job("fits", None, 1);
+    fits["metadata"]["namespace"] = json!(ns.name());
+    let (ok, _, stderr) = kubectl(&env, &["create", "-f", "-"], &fits).await;
+    assert!(ok, "{stderr}");
+    assert!(!stderr.contains("Pod asks"), "{stderr}");
+}
+
+#[tokio::test]
+async fn a_deny_policy_refuses_an_infeasible_ray_job_and_nothing_is_created() {
+    let env = Env::load();
+    let ns = opted_in_namespace(&env, "qp-infeasible-deny").await;
+    let policies: Api<QueuePolicy> = Api::all(ns.client());
+    let policy_name = format!("{}-infeasible", ns.name());
+    policies
+        .create(
+            &PostParams::default(),
+            &policy(&policy_name, ns.name(), json!({"infeasible": "Deny"})),
+        )
+        .await
+        .expect("create QueuePolicy");
+    let job = infeasible_ray_job("too-big");
+    let suffix = format!(
+        "(QueuePolicy \"{policy_name}\" denies what can never be scheduled: infeasible: Deny)"
+    );
+    let message = wait_denied(&ns, &job, &suffix).await;
+    assert!(message.contains(HEAD_TOO_BIG), "{message}");
+    // Not only a dry run: the real request is denied the same way, and nothing exists.
+    let refused = create(&ns, &job, false)
+        .await
+        .expect_err("an infeasible RayJob is denied under infeasible: Deny");
+    assert!(refused.ends_with(&suffix), "{refused}");
+    for (group, version, kind) in [
+        ("ray.io", "v1", "RayJob"),
+        ("ray.io", "v1", "RayCluster"),
+        ("scheduling.volcano.sh", "v1beta1", "PodGroup"),
+    ] {
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
+        let api: Api<DynamicObject> = Api::namespaced_with(ns.client(), ns.name(), &resource);
+        let listed = api
+            .list(&Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("listing {kind}: {e}"));
+        assert!(listed.items.is_empty(), "no {kind} was created");
+    }
+    // Control: a RayJob that fits is admitted under the same policy.
+    create(&ns, &ray_job("fits", None, 1), true)
+        .await
+        .expect("a feasible RayJob is admitted");
+    policies
+        .delete(&policy_name, &DeleteParams::default())
+        .await
+        .expect("delete QueuePolicy");
+}
