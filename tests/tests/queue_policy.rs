@@ -561,18 +561,26 @@ async fn invalid_queue_policies_are_refused() {
         .expect("a valid QueuePolicy is admitted");
 }
 
-/// A RayJob whose head asks for more CPUs than any node of the environment has (its worker
-/// fits).
+/// The RayJob: its head asks for 64 CPUs, more than any node the head may use (the real
+/// nodes: the kwok nodes' taint is not tolerated) has, and its four workers for 8 GPUs each, on
+/// an environment without any GPU.
 fn infeasible_ray_job(name: &str) -> Value {
-    let mut job = ray_job(name, None, 1);
-    job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["resources"]
-        ["requests"]["cpu"] = json!("999");
+    let mut job = ray_job(name, None, 4);
+    let cluster = &mut job["spec"]["rayClusterSpec"];
+    cluster["headGroupSpec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] =
+        json!("64");
+    cluster["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["resources"] = json!({
+        "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "8"},
+        "limits": {"nvidia.com/gpu": "8"}});
     job
 }
 
 /// The start of the feasibility finding about [`infeasible_ray_job`]'s head (the largest
 /// node's CPUs follow).
-const HEAD_TOO_BIG: &str = "spec.rayClusterSpec.headGroupSpec.template.spec: head Pod asks cpu 999; the largest node offers ";
+const HEAD_TOO_BIG: &str = "spec.rayClusterSpec.headGroupSpec.template.spec: head Pod asks cpu 64; the largest node offers ";
+
+/// The feasibility finding about [`infeasible_ray_job`]'s workers.
+const NO_GPU: &str = "spec.rayClusterSpec.workerGroupSpecs[0].template.spec: worker group \"w\" Pod asks nvidia.com/gpu 8; no node offers nvidia.com/gpu";
 
 #[tokio::test]
 async fn an_infeasible_ray_job_is_admitted_with_a_warning() {
@@ -585,9 +593,10 @@ async fn an_infeasible_ray_job_is_admitted_with_a_warning() {
     let (ok, _, stderr) = kubectl(&env, &["create", "-f", "-"], &job).await;
     assert!(ok, "an infeasible RayJob is admitted by default: {stderr}");
     assert!(stderr.contains(&warning), "{stderr}");
+    assert!(stderr.contains(&format!("Warning: {NO_GPU}")), "{stderr}");
     assert!(
-        stderr.contains("(real-") || stderr.contains("(kwok-"),
-        "the largest node is named: {stderr}"
+        stderr.contains(&format!("{HEAD_TOO_BIG}2 (real-")),
+        "the largest node the head may use is a real node with 2 CPUs: {stderr}"
     );
     ray_jobs(&ns)
         .get("too-big")
@@ -620,6 +629,7 @@ async fn a_deny_policy_refuses_an_infeasible_ray_job_and_nothing_is_created() {
     );
     let message = wait_denied(&ns, &job, &suffix).await;
     assert!(message.contains(HEAD_TOO_BIG), "{message}");
+    assert!(message.contains(NO_GPU), "{message}");
     // Not only a dry run: the real request is denied the same way, and nothing exists.
     let refused = create(&ns, &job, false)
         .await
