@@ -18,8 +18,10 @@
 //!
 //! Then the gang as a whole: each resource of the PodGroup's `minResources` against the sum of
 //! the allocatable resources of all schedulable nodes. An empty cluster (no schedulable node) is
-//! its own outcome, [`Feasibility::NoNodes`], never an infeasibility. The scheduler's rules this
-//! follows are described in docs/feasibility.md.
+//! its own outcome, [`Feasibility::NoNodes`], never an infeasibility. An object whose
+//! `spec.managedBy` hands it to another controller ([`keys::managed_elsewhere`], e.g. Kueue's
+//! MultiKueue, which runs it on another cluster) makes no Pod here, so nothing is found. The
+//! scheduler's rules this follows are described in docs/feasibility.md.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -30,6 +32,7 @@ use k8s_openapi::api::core::v1::{
 
 use crate::check::{Typed, type_meta};
 use crate::input::Document;
+use crate::keys;
 use crate::quantity::ResourceQuantity;
 use crate::ray::v1::{RayClusterSpec, RayJob};
 use crate::sizing::{self, GangSize, Resources};
@@ -341,12 +344,19 @@ struct PodDemand<'a> {
 
 /// Whether each Pod of `object` could be scheduled on some node of `nodes` if that node were
 /// empty, and whether the gang `gang` (the object's, from sizing) fits all schedulable nodes
-/// together (see the module documentation).
+/// together (see the module documentation). An object managed elsewhere has nothing to find.
 pub fn check_feasibility<N: AsRef<NodeShape>>(
     object: &Typed,
     gang: &GangSize,
     nodes: &[N],
 ) -> Feasibility {
+    let managed_by = match object {
+        Typed::RayJob(job) => job.spec.managed_by.as_deref(),
+        Typed::RayCluster(cluster) => cluster.spec.managed_by.as_deref(),
+    };
+    if keys::managed_elsewhere(managed_by) {
+        return Feasibility::Checked(Vec::new());
+    }
     let schedulable: Vec<&NodeShape> = nodes
         .iter()
         .map(AsRef::as_ref)

@@ -561,11 +561,22 @@ async fn invalid_queue_policies_are_refused() {
         .expect("a valid QueuePolicy is admitted");
 }
 
+/// A RayJob of [`ray_job`]'s shape that raygate's reconciler runs: feasibility concerns the
+/// Pods this cluster makes, and a RayJob managed elsewhere (MultiKueue) makes none here.
+fn reconciled_ray_job(name: &str, workers: i32) -> Value {
+    let mut job = ray_job(name, None, workers);
+    job["spec"]
+        .as_object_mut()
+        .expect("a spec")
+        .remove("managedBy");
+    job
+}
+
 /// The RayJob: its head asks for 64 CPUs, more than any node the head may use (the real
 /// nodes: the kwok nodes' taint is not tolerated) has, and its four workers for 8 GPUs each, on
 /// an environment without any GPU.
 fn infeasible_ray_job(name: &str) -> Value {
-    let mut job = ray_job(name, None, 4);
+    let mut job = reconciled_ray_job(name, 4);
     let cluster = &mut job["spec"]["rayClusterSpec"];
     cluster["headGroupSpec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] =
         json!("64");
@@ -603,9 +614,16 @@ async fn an_infeasible_ray_job_is_admitted_with_a_warning() {
         .await
         .expect("the infeasible RayJob is stored");
     // Control: a RayJob that fits gets no feasibility warning.
-    let mut fits = ray_job("fits", None, 1);
+    let mut fits = reconciled_ray_job("fits", 1);
     fits["metadata"]["namespace"] = json!(ns.name());
     let (ok, _, stderr) = kubectl(&env, &["create", "-f", "-"], &fits).await;
+    assert!(ok, "{stderr}");
+    assert!(!stderr.contains("Pod asks"), "{stderr}");
+    // The same infeasible RayJob handed to MultiKueue makes no Pod here: nothing to warn about.
+    let mut elsewhere = infeasible_ray_job("elsewhere");
+    elsewhere["metadata"]["namespace"] = json!(ns.name());
+    elsewhere["spec"]["managedBy"] = json!(keys::MULTIKUEUE_MANAGED_BY);
+    let (ok, _, stderr) = kubectl(&env, &["create", "-f", "-"], &elsewhere).await;
     assert!(ok, "{stderr}");
     assert!(!stderr.contains("Pod asks"), "{stderr}");
 }
@@ -649,7 +667,7 @@ async fn a_deny_policy_refuses_an_infeasible_ray_job_and_nothing_is_created() {
         assert!(listed.items.is_empty(), "no {kind} was created");
     }
     // Control: a RayJob that fits is admitted under the same policy.
-    create(&ns, &ray_job("fits", None, 1), true)
+    create(&ns, &reconciled_ray_job("fits", 1), true)
         .await
         .expect("a feasible RayJob is admitted");
     policies

@@ -110,6 +110,37 @@ fn the_issues_rayjob_is_infeasible_for_head_and_workers() {
 }
 
 #[test]
+fn an_object_managed_elsewhere_makes_no_pod_here_and_has_nothing_to_find() {
+    let cluster = cluster_spec(
+        pod_spec(json!({"cpu": "64"}), json!({})),
+        json!([worker(
+            "gpu",
+            4,
+            pod_spec(json!({"cpu": "1", "nvidia.com/gpu": "8"}), json!({}))
+        )]),
+    );
+    let multikueue = json!({"managedBy": "kueue.x-k8s.io/multikueue"});
+    let nodes = [small("real-1")];
+    assert_eq!(
+        feasibility(job(cluster.clone(), multikueue.clone()), &nodes),
+        Feasibility::Checked(Vec::new())
+    );
+    assert_eq!(
+        feasibility(job(cluster.clone(), multikueue), &[]),
+        Feasibility::Checked(Vec::new())
+    );
+    let mut managed = raycluster(cluster.clone());
+    managed["spec"]["managedBy"] = json!("kueue.x-k8s.io/multikueue");
+    assert_eq!(
+        feasibility(managed, &nodes),
+        Feasibility::Checked(Vec::new())
+    );
+    // KubeRay's own value is raygate's reconciler too: the object is checked.
+    let kuberay = json!({"managedBy": "ray.io/kuberay-operator"});
+    assert_eq!(found(job(cluster, kuberay), &nodes).len(), 2);
+}
+
+#[test]
 fn a_pod_that_fits_is_feasible_and_quantities_compare_by_value() {
     let nodes = [node(
         "n",
