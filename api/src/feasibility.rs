@@ -34,8 +34,11 @@ use crate::check::{Typed, type_meta};
 use crate::input::Document;
 use crate::keys;
 use crate::quantity::ResourceQuantity;
-use crate::ray::v1::{RayClusterSpec, RayJob};
+use crate::ray::v1::{RayCluster, RayClusterSpec, RayJob};
 use crate::sizing::{self, GangSize, Resources};
+
+mod shapes;
+pub use shapes::NodeShapes;
 
 /// A node as feasibility sees it: only what the checks read, so that a cache of every node of a
 /// large cluster stays small.
@@ -342,17 +345,36 @@ struct PodDemand<'a> {
     count: i64,
 }
 
+/// A Ray object whose Pods feasibility judges: the webhook's and the CLI's checked object, or
+/// the reconciler's cached one.
+#[derive(Clone, Copy, Debug)]
+pub enum RayObject<'a> {
+    /// A RayJob.
+    RayJob(&'a RayJob),
+    /// A RayCluster.
+    RayCluster(&'a RayCluster),
+}
+
+impl<'a> From<&'a Typed> for RayObject<'a> {
+    fn from(typed: &'a Typed) -> Self {
+        match typed {
+            Typed::RayJob(job) => RayObject::RayJob(job),
+            Typed::RayCluster(cluster) => RayObject::RayCluster(cluster),
+        }
+    }
+}
+
 /// Whether each Pod of `object` could be scheduled on some node of `nodes` if that node were
 /// empty, and whether the gang `gang` (the object's, from sizing) fits all schedulable nodes
 /// together (see the module documentation). An object managed elsewhere has nothing to find.
 pub fn check_feasibility<N: AsRef<NodeShape>>(
-    object: &Typed,
+    object: RayObject<'_>,
     gang: &GangSize,
     nodes: &[N],
 ) -> Feasibility {
     let managed_by = match object {
-        Typed::RayJob(job) => job.spec.managed_by.as_deref(),
-        Typed::RayCluster(cluster) => cluster.spec.managed_by.as_deref(),
+        RayObject::RayJob(job) => job.spec.managed_by.as_deref(),
+        RayObject::RayCluster(cluster) => cluster.spec.managed_by.as_deref(),
     };
     if keys::managed_elsewhere(managed_by) {
         return Feasibility::Checked(Vec::new());
@@ -366,11 +388,11 @@ pub fn check_feasibility<N: AsRef<NodeShape>>(
         return Feasibility::NoNodes;
     }
     let (pods, gang_field) = match object {
-        Typed::RayJob(job) => match job.spec.ray_cluster_spec.as_ref() {
+        RayObject::RayJob(job) => match job.spec.ray_cluster_spec.as_ref() {
             Some(spec) => (job_pods(job, spec), "spec.rayClusterSpec"),
             None => return Feasibility::Checked(Vec::new()),
         },
-        Typed::RayCluster(cluster) => (cluster_pods(&cluster.spec, "spec", false), "spec"),
+        RayObject::RayCluster(cluster) => (cluster_pods(&cluster.spec, "spec", false), "spec"),
     };
     let mut found = Vec::new();
     for pod in &pods {
@@ -406,6 +428,23 @@ pub fn check_feasibility<N: AsRef<NodeShape>>(
         }
     }
     Feasibility::Checked(found)
+}
+
+/// Why `nodes` could never hold the gang of `object` as sized for its PodGroup
+/// ([`check_feasibility`]), for the reconciler's `GangPending` condition: empty when they could,
+/// when no node is schedulable (nothing can be judged yet) or when the object does not size.
+pub fn infeasibilities<N: AsRef<NodeShape>>(
+    object: RayObject<'_>,
+    nodes: &[N],
+) -> Vec<Infeasibility> {
+    let gang = match object {
+        RayObject::RayJob(job) => sizing::ray_job_gang(job),
+        RayObject::RayCluster(cluster) => sizing::cluster_gang(&cluster.spec, "spec"),
+    };
+    match gang.map(|gang| check_feasibility(object, &gang, nodes)) {
+        Ok(Feasibility::Checked(found)) => found,
+        Ok(Feasibility::NoNodes) | Err(_) => Vec::new(),
+    }
 }
 
 /// The Pods of a RayJob: its cluster's, and the submitter Pod in K8sJobMode (in SidecarMode

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt, TryStreamExt};
@@ -25,7 +25,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Resource};
-use raygate_api::feasibility::NodeShape;
+use raygate_api::feasibility::{NodeShape, NodeShapes};
 use raygate_api::keys;
 use raygate_api::queue_policy::QueuePolicy;
 use raygate_api::ray::v1::{RayCluster, RayJob};
@@ -125,101 +125,29 @@ pub struct Preloaded {
     pub nodes: Vec<Node>,
 }
 
-/// The shape of every Node, kept current by a Node watch: what feasibility reads of each
-/// (name, labels, taints that keep Pods off, allocatable, cordoned), not the Node objects,
-/// whose status (images, conditions, addresses) is most of their size. Cheap to clone.
-#[derive(Clone, Default)]
-pub struct NodeShapes {
-    inner: Arc<RwLock<ShapesInner>>,
-}
-
-#[derive(Default)]
-struct ShapesInner {
-    /// The shapes, by Node name.
-    by_name: BTreeMap<String, Arc<NodeShape>>,
-    /// A relist in progress: the shapes listed so far, replacing `by_name` when it completes.
-    relist: Option<BTreeMap<String, Arc<NodeShape>>>,
-    /// Every shape, built on the first read after a change.
-    snapshot: Option<Arc<[Arc<NodeShape>]>>,
-}
-
-impl NodeShapes {
-    /// Exactly these shapes.
-    fn from_shapes(shapes: impl IntoIterator<Item = NodeShape>) -> Self {
-        let by_name = shapes
-            .into_iter()
-            .map(|shape| (shape.name.clone(), Arc::new(shape)))
-            .collect();
-        NodeShapes {
-            inner: Arc::new(RwLock::new(ShapesInner {
-                by_name,
-                ..ShapesInner::default()
-            })),
+/// Applies one Node watch event to `shapes`; what is left of it is the event's kind.
+fn apply_node_event(shapes: &NodeShapes, event: Event<Node>) -> Event<()> {
+    match event {
+        Event::Init => {
+            shapes.begin_relist();
+            Event::Init
         }
-    }
-
-    /// Applies one watch event (a relist replaces every shape once it completes); what is left
-    /// of it is the event's kind.
-    fn apply(&self, event: Event<Node>) -> Event<()> {
-        let mut inner = self
-            .inner
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let shape = |node: &Node| Arc::new(NodeShape::of(node));
-        match event {
-            Event::Init => {
-                inner.relist = Some(BTreeMap::new());
-                Event::Init
-            }
-            Event::InitApply(node) => {
-                let shape = shape(&node);
-                inner
-                    .relist
-                    .get_or_insert_with(BTreeMap::new)
-                    .insert(shape.name.clone(), shape);
-                Event::InitApply(())
-            }
-            Event::InitDone => {
-                inner.by_name = inner.relist.take().unwrap_or_default();
-                inner.snapshot = None;
-                Event::InitDone
-            }
-            Event::Apply(node) => {
-                let shape = shape(&node);
-                if inner.by_name.get(&shape.name) != Some(&shape) {
-                    inner.by_name.insert(shape.name.clone(), shape);
-                    inner.snapshot = None;
-                }
-                Event::Apply(())
-            }
-            Event::Delete(node) => {
-                let name = node.metadata.name.unwrap_or_default();
-                if inner.by_name.remove(&name).is_some() {
-                    inner.snapshot = None;
-                }
-                Event::Delete(())
-            }
+        Event::InitApply(node) => {
+            shapes.relisted(&node);
+            Event::InitApply(())
         }
-    }
-
-    /// Every Node's shape, in name order (shared until the next change).
-    pub fn snapshot(&self) -> Arc<[Arc<NodeShape>]> {
-        if let Some(snapshot) = &self
-            .inner
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .snapshot
-        {
-            return snapshot.clone();
+        Event::InitDone => {
+            shapes.end_relist();
+            Event::InitDone
         }
-        let mut inner = self
-            .inner
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let by_name = &inner.by_name;
-        let snapshot: Arc<[Arc<NodeShape>]> = by_name.values().cloned().collect();
-        inner.snapshot = Some(snapshot.clone());
-        snapshot
+        Event::Apply(node) => {
+            shapes.apply(&node);
+            Event::Apply(())
+        }
+        Event::Delete(node) => {
+            shapes.delete(node.metadata.name.as_deref().unwrap_or_default());
+            Event::Delete(())
+        }
     }
 }
 
@@ -297,7 +225,7 @@ impl Caches {
         let writer = nodes.clone();
         let watch_nodes = drive(
             watcher::watcher(Api::<Node>::all(client.clone()), watcher::Config::default())
-                .map_ok(move |event| writer.apply(event)),
+                .map_ok(move |event| apply_node_event(&writer, event)),
             statuses[NODES].clone(),
         );
         let run = futures::future::join3(
@@ -676,37 +604,6 @@ mod tests {
         serde_json::from_value(json!({"metadata": {"name": name},
             "status": {"allocatable": {"cpu": cpu}, "images": [{"names": ["rayproject/ray"]}]}}))
         .expect("a Node")
-    }
-
-    fn names_and_cpus(shapes: &NodeShapes) -> Vec<String> {
-        shapes
-            .snapshot()
-            .iter()
-            .map(|n| format!("{}={}", n.name, n.allocatable["cpu"]))
-            .collect()
-    }
-
-    #[test]
-    fn node_shapes_follow_the_watch_and_a_relist_replaces_them_when_it_completes() {
-        let shapes = NodeShapes::default();
-        assert!(shapes.snapshot().is_empty());
-        shapes.apply(Event::Apply(node("a", "2")));
-        shapes.apply(Event::Apply(node("b", "4")));
-        let before = shapes.snapshot();
-        assert_eq!(names_and_cpus(&shapes), ["a=2", "b=4"]);
-        // An update that changes nothing feasibility reads keeps the snapshot.
-        shapes.apply(Event::Apply(node("a", "2")));
-        assert!(Arc::ptr_eq(&before, &shapes.snapshot()));
-        shapes.apply(Event::Apply(node("a", "8")));
-        assert_eq!(names_and_cpus(&shapes), ["a=8", "b=4"]);
-        shapes.apply(Event::Delete(node("b", "4")));
-        assert_eq!(names_and_cpus(&shapes), ["a=8"]);
-        // During a relist the old shapes stay; once it completes only the listed ones are left.
-        shapes.apply(Event::Init);
-        shapes.apply(Event::InitApply(node("c", "1")));
-        assert_eq!(names_and_cpus(&shapes), ["a=8"]);
-        shapes.apply(Event::InitDone);
-        assert_eq!(names_and_cpus(&shapes), ["c=1"]);
     }
 
     #[tokio::test]

@@ -483,7 +483,7 @@ pub fn feasibility_findings<N: AsRef<NodeShape>>(
     nodes: &[N],
     denying: Option<&str>,
 ) -> Vec<Finding> {
-    match feasibility::check_feasibility(typed, gang, nodes) {
+    match feasibility::check_feasibility(typed.into(), gang, nodes) {
         Feasibility::NoNodes => {
             let gang_field = match typed {
                 Typed::RayJob(_) => "spec.rayClusterSpec",

@@ -70,7 +70,7 @@ fn feasibility(object: Value, nodes: &[NodeShape]) -> Feasibility {
     let checked = check_object(object, &ValidationContext::default()).expect("a Ray kind");
     assert!(checked.report.valid, "{:?}", checked.report.findings);
     let gang = checked.gang.expect("sized").expect("a gang");
-    check_feasibility(&checked.typed.expect("typed"), &gang, nodes)
+    check_feasibility((&checked.typed.expect("typed")).into(), &gang, nodes)
 }
 
 /// The findings' messages, each with its field.
