@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::decision::EventNote;
+use crate::feasibility::Infeasibility;
 use crate::keys;
 use crate::quantity::ResourceQuantity;
 use crate::volcano::{PodGroup, PodGroupCondition, Queue, QueueState};
@@ -30,7 +31,11 @@ pub const QUEUE_CLOSED: &str = "QueueClosed";
 pub const EXCEEDS_QUEUE_CAPABILITY: &str = "ExceedsQueueCapability";
 /// The gang fits the queue's capability, but not next to what the queue already holds.
 pub const WAITING_FOR_QUEUE_QUOTA: &str = "WaitingForQueueQuota";
-/// The nodes (or the cluster's free resources) cannot take the gang.
+/// No node could ever hold one of the gang's Pods, or all of them together, even empty
+/// ([`crate::feasibility`]): it waits for a node that can, which only a change of the cluster
+/// brings.
+pub const INFEASIBLE: &str = "Infeasible";
+/// The nodes' free resources cannot take the gang now, though empty nodes could.
 pub const INSUFFICIENT_NODE_RESOURCES: &str = "InsufficientNodeResources";
 /// Fewer member Pods exist than `minMember` because creating the others failed (and Volcano
 /// reports the gang unschedulable).
@@ -128,14 +133,17 @@ fn phase(pod_group: &PodGroup) -> &str {
 
 /// Why the gang of `pod_group` waits, if it does. `queue` is the PodGroup's queue (`None`: it
 /// does not exist), `pods` its member Pods, `creation_failure` why the last attempt to create
-/// the missing ones failed (the cluster's `ReplicaFailure` condition), if it did.
+/// the missing ones failed (the cluster's `ReplicaFailure` condition), if it did, and
+/// `infeasible` why the cluster's nodes could never hold the gang (empty: they could, or no
+/// node is known).
 ///
 /// Fewer members than `minMember` are a cause only with a creation failure: without one the
 /// cluster is still making them (every normal start has a moment with Volcano's
 /// `NotEnoughTasks` verdict and Pods on their way), so it is not a wait to warn about.
 ///
-/// Causes the queue alone proves (a missing or closed queue, `minResources` beyond the
-/// capability or beyond what is left of it) are named at once; the others only once Volcano has
+/// Causes the queue or the nodes alone prove (a missing queue, nodes that could never hold the
+/// gang, a closed queue, `minResources` beyond the capability or beyond what is left of it) are
+/// named at once; the others only once Volcano has
 /// said so in a PodGroup condition, so a gang Volcano has not yet looked at is
 /// [`GangState::Undetermined`] rather than a false alarm.
 pub fn gang_state(
@@ -143,6 +151,7 @@ pub fn gang_state(
     queue: Option<&Queue>,
     pods: GangPods,
     creation_failure: Option<&str>,
+    infeasible: &[Infeasibility],
 ) -> GangState {
     let name = pod_group.metadata.name.as_deref().unwrap_or_default();
     let min_member = pod_group.spec.min_member.unwrap_or(0);
@@ -170,6 +179,16 @@ pub fn gang_state(
             ),
         );
     };
+    if !infeasible.is_empty() {
+        let reasons: Vec<String> = infeasible.iter().map(ToString::to_string).collect();
+        return waiting(
+            INFEASIBLE,
+            format!(
+                "no node of this cluster could ever hold PodGroup {name}, even empty: {}; it waits until a node that can joins the cluster",
+                reasons.join("; ")
+            ),
+        );
+    }
     let requested = resources(pod_group.spec.min_resources.as_ref());
     if phase != "Inqueue" {
         if queue.state() == QueueState::NotOpen {

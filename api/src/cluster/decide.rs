@@ -7,6 +7,7 @@
 //! failure is simply recomputed and continued by the next one.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -16,6 +17,7 @@ use super::build::{self, BuildOptions, PodRole};
 use super::status::{self, StatusInput, is_terminating, node_type, phase};
 use super::upgrade::{self, Upgrade};
 use crate::decision::{self, Decision, EventNote, PodGroupSize, STEADY_REQUEUE};
+use crate::feasibility::{self, NodeShape, RayObject};
 use crate::keys::{self, HEAD_NODE_TYPE, WORKER_NODE_TYPE};
 use crate::onboarding::{self, GangMembership, Labels, RayPodRole};
 use crate::pending::{self, GangPods, GangState};
@@ -37,6 +39,9 @@ pub struct Snapshot<'a> {
     pub pod_group: Option<&'a PodGroup>,
     /// The PodGroup's Volcano queue, if it exists (read when the PodGroup is).
     pub queue: Option<&'a Queue>,
+    /// The shape of every Node the reconciler knows (empty before its Node watch has listed):
+    /// whether they could ever hold the cluster's own gang ([`crate::feasibility`]).
+    pub nodes: &'a [Arc<NodeShape>],
     /// Whether the namespace is opted into Volcano (`raygate.io/scheduler=volcano`).
     pub volcano: bool,
     /// Whether the PodGroup CRD has `spec.subGroupPolicy` (Volcano v1.14); without it the
@@ -350,11 +355,17 @@ fn gang_state(cluster: &RayCluster, observed: &Snapshot<'_>) -> GangState {
                 .failed_write
                 .map(|f| f.message)
                 .or_else(|| status::replica_failure(cluster.status.as_ref()));
+            let infeasible = if pending::waits_on_queue(pod_group) {
+                feasibility::infeasibilities(RayObject::RayCluster(cluster), observed.nodes)
+            } else {
+                Vec::new()
+            };
             pending::gang_state(
                 pod_group,
                 observed.queue,
                 GangPods::of(observed.pods, name),
                 failure,
+                &infeasible,
             )
         }
         None => GangState::Undetermined,

@@ -137,6 +137,7 @@ struct World {
     pod_group: Option<PodGroup>,
     queue: Option<Queue>,
     gang_pods: GangPods,
+    nodes: Vec<Arc<NodeShape>>,
     job_head_service: Option<Service>,
     ray_job: RayJobObservation,
     now: i64,
@@ -159,6 +160,7 @@ impl World {
                 .unwrap(),
             ),
             gang_pods: GangPods::default(),
+            nodes: Vec::new(),
             job_head_service: None,
             ray_job: RayJobObservation::NotQueried,
             now: NOW,
@@ -180,6 +182,7 @@ impl World {
             sub_groups: true,
             queue: self.queue.as_ref(),
             gang_pods: self.gang_pods,
+            nodes: &self.nodes,
             job_head_service: self.job_head_service.as_ref(),
             ray_job: self.ray_job.clone(),
             fresh: FreshSuffixes {
@@ -1747,4 +1750,72 @@ fn only_a_raycluster_without_a_status_awaits_its_first_pass() {
         &job,
         Some("ready")
     )));
+}
+
+/// A schedulable node offering `cpu` and `memory`.
+fn node(name: &str, cpu: &str, memory: &str) -> Arc<NodeShape> {
+    Arc::new(NodeShape {
+        name: name.into(),
+        allocatable: [("cpu", cpu), ("memory", memory)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.parse().unwrap()))
+            .collect(),
+        ..NodeShape::default()
+    })
+}
+
+#[test]
+fn a_gang_no_node_could_ever_hold_is_infeasible_until_a_node_that_can_joins() {
+    let mut world = World::new(initializing(job("")));
+    world.volcano = true;
+    world.cluster = Some(cluster_of(&world.job, None));
+    let mut pod_group = crate::sizing::ray_job_pod_group(&world.job).unwrap();
+    pod_group.status = Some(
+        serde_json::from_value(json!({"phase": "Pending", "conditions": [{
+            "type": "Unschedulable", "status": "True",
+            "lastTransitionTime": at(NOW - 1), "reason": "NotEnoughResources",
+            "message": "3/3 tasks in gang unschedulable: pod group is not ready, 3 Pending, 3 minAvailable"}]}))
+        .unwrap(),
+    );
+    world.pod_group = Some(pod_group);
+    world.gang_pods = GangPods {
+        created: 3,
+        bound: 0,
+    };
+    world.nodes = vec![node("tiny", "1m", "1Ki")];
+    let decision = world.decide();
+    assert_eq!(events(&decision), ["Infeasible"]);
+    let condition = |decision: &Decision| {
+        let status = status_of(decision).unwrap();
+        let found = status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == "GangPending");
+        found.cloned().expect("GangPending")
+    };
+    let infeasible = condition(&decision);
+    assert_eq!(infeasible.reason, "Infeasible");
+    assert!(
+        infeasible.message.starts_with(
+            "no node of this cluster could ever hold PodGroup ray-demo-pg, even empty: head Pod asks cpu "
+        ) && infeasible.message.contains("; the largest node offers 1m (tiny)"),
+        "{}",
+        infeasible.message
+    );
+    world.job.status = status_of(&decision);
+
+    // A node that could hold each Pod: the gang waits for free resources, not for the cluster.
+    world.nodes.push(node("big", "64", "256Gi"));
+    let decision = world.decide();
+    assert_eq!(events(&decision), ["InsufficientNodeResources"]);
+    assert_eq!(condition(&decision).reason, "InsufficientNodeResources");
+
+    // No node known (before the Node watch lists, or a cluster scaled to zero): nothing is
+    // judged infeasible.
+    world.nodes.clear();
+    assert_eq!(
+        condition(&world.decide()).reason,
+        "InsufficientNodeResources"
+    );
 }

@@ -49,7 +49,13 @@ fn waiting(state: GangState) -> (&'static str, String) {
 
 #[test]
 fn a_missing_queue_is_named() {
-    let state = gang_state(&pod_group(json!({"phase": "Pending"})), None, PODS, None);
+    let state = gang_state(
+        &pod_group(json!({"phase": "Pending"})),
+        None,
+        PODS,
+        None,
+        &[],
+    );
     let (reason, message) = waiting(state);
     assert_eq!(reason, QUEUE_NOT_FOUND);
     assert_eq!(
@@ -62,7 +68,8 @@ fn a_missing_queue_is_named() {
 fn a_closed_or_closing_queue_holds_a_pending_gang() {
     for state in ["Closed", "Closing", "Unknown"] {
         let q = queue(json!({}), json!({"state": state}));
-        let (reason, message) = waiting(gang_state(&pod_group(json!({})), Some(&q), PODS, None));
+        let (reason, message) =
+            waiting(gang_state(&pod_group(json!({})), Some(&q), PODS, None, &[]));
         assert_eq!(reason, QUEUE_CLOSED);
         assert_eq!(
             message,
@@ -75,7 +82,7 @@ fn a_closed_or_closing_queue_holds_a_pending_gang() {
     let q = queue(json!({}), json!({"state": "Closed"}));
     let inqueue = pod_group(json!({"phase": "Inqueue"}));
     assert_eq!(
-        gang_state(&inqueue, Some(&q), PODS, None),
+        gang_state(&inqueue, Some(&q), PODS, None, &[]),
         GangState::Undetermined
     );
 }
@@ -91,6 +98,7 @@ fn a_gang_beyond_the_capability_is_never_admitted() {
         Some(&q),
         PODS,
         None,
+        &[],
     );
     let (reason, message) = waiting(state);
     assert_eq!(reason, EXCEEDS_QUEUE_CAPABILITY);
@@ -112,6 +120,7 @@ fn a_gang_that_fits_the_capability_but_not_next_to_the_allocation_waits_for_quot
         Some(&q),
         PODS,
         None,
+        &[],
     );
     let (reason, message) = waiting(state);
     assert_eq!(reason, WAITING_FOR_QUEUE_QUOTA);
@@ -130,12 +139,12 @@ fn room_reserved_by_admitted_gangs_is_quota_once_volcano_refuses() {
     // Volcano has not looked yet: nothing is claimed.
     let fresh = pod_group(json!({"phase": "Pending"}));
     assert_eq!(
-        gang_state(&fresh, Some(&q), PODS, None),
+        gang_state(&fresh, Some(&q), PODS, None, &[]),
         GangState::Undetermined
     );
     let refused = pod_group(json!({"phase": "Pending", "conditions": [unschedulable(
         "NotEnoughResources", "3/3 tasks in gang unschedulable: pod group is not ready, 3 Pending, 3 minAvailable")]}));
-    let (reason, message) = waiting(gang_state(&refused, Some(&q), PODS, None));
+    let (reason, message) = waiting(gang_state(&refused, Some(&q), PODS, None, &[]));
     assert_eq!(reason, WAITING_FOR_QUEUE_QUOTA);
     assert_eq!(
         message,
@@ -147,7 +156,7 @@ fn room_reserved_by_admitted_gangs_is_quota_once_volcano_refuses() {
 fn a_pending_gang_the_queue_admits_is_held_by_the_clusters_free_resources() {
     let refused = pod_group(json!({"phase": "Pending", "conditions": [unschedulable(
         "NotEnoughResources", "3/3 tasks in gang unschedulable: pod group is not ready, 3 Pending, 3 minAvailable")]}));
-    let (reason, message) = waiting(gang_state(&refused, Some(&open()), PODS, None));
+    let (reason, message) = waiting(gang_state(&refused, Some(&open()), PODS, None, &[]));
     assert_eq!(reason, INSUFFICIENT_NODE_RESOURCES);
     assert_eq!(
         message,
@@ -165,7 +174,7 @@ fn an_admitted_gang_the_nodes_cannot_take_names_the_short_resources() {
         created: 3,
         bound: 0,
     };
-    let (reason, message) = waiting(gang_state(&pg, Some(&open()), pods, None));
+    let (reason, message) = waiting(gang_state(&pg, Some(&open()), pods, None, &[]));
     assert_eq!(reason, INSUFFICIENT_NODE_RESOURCES);
     assert_eq!(
         message,
@@ -184,7 +193,7 @@ fn too_few_member_pods_wait_for_the_gang_once_volcano_says_so_and_their_creation
         bound: 0,
     };
     let quota = "create Pod ray-demo-worker-x: pods \"ray-demo-worker-x\" is forbidden: exceeded quota: one-pod";
-    let (reason, message) = waiting(gang_state(&pg, Some(&open()), one, Some(quota)));
+    let (reason, message) = waiting(gang_state(&pg, Some(&open()), one, Some(quota), &[]));
     assert_eq!(reason, WAITING_FOR_GANG);
     assert_eq!(
         message,
@@ -196,21 +205,21 @@ fn too_few_member_pods_wait_for_the_gang_once_volcano_says_so_and_their_creation
     let missing = pod_group(json!({"phase": "Inqueue", "conditions": [unschedulable(
         "NotEnoughResources", "2/1 tasks in gang unschedulable: pod group is not ready, 1 Pending, 2 minAvailable")]}));
     assert_eq!(
-        waiting(gang_state(&missing, Some(&open()), one, Some(quota))).0,
+        waiting(gang_state(&missing, Some(&open()), one, Some(quota), &[])).0,
         WAITING_FOR_GANG
     );
     // Without a failure the Pods are on their way (every start has this moment): no claim.
     assert_eq!(
-        gang_state(&pg, Some(&open()), one, None),
+        gang_state(&pg, Some(&open()), one, None, &[]),
         GangState::Undetermined
     );
     assert_eq!(
-        gang_state(&missing, Some(&open()), one, None),
+        gang_state(&missing, Some(&open()), one, None, &[]),
         GangState::Undetermined
     );
     // Volcano counted before the last Pods arrived: no claim until it looks again.
     assert_eq!(
-        gang_state(&pg, Some(&open()), PODS, None),
+        gang_state(&pg, Some(&open()), PODS, None, &[]),
         GangState::Undetermined
     );
 }
@@ -228,7 +237,7 @@ fn only_a_gang_volcano_has_not_bound_waits_on_its_queue() {
         // Whatever the queue says, the gang's state is the same: no queue change concerns it.
         let states: Vec<GangState> = [None, Some(&closed), Some(&tiny), Some(&open())]
             .into_iter()
-            .map(|queue| gang_state(&bound, queue, PODS, None))
+            .map(|queue| gang_state(&bound, queue, PODS, None, &[]))
             .collect();
         assert!(states.iter().all(|s| s == &states[0]), "{states:?}");
     }
@@ -237,8 +246,8 @@ fn only_a_gang_volcano_has_not_bound_waits_on_its_queue() {
         let unbound = pod_group(status.clone());
         assert!(waits_on_queue(&unbound), "{status}");
         assert_ne!(
-            gang_state(&unbound, Some(&closed), PODS, None),
-            gang_state(&unbound, Some(&open()), PODS, None),
+            gang_state(&unbound, Some(&closed), PODS, None, &[]),
+            gang_state(&unbound, Some(&open()), PODS, None, &[]),
             "{status}"
         );
     }
@@ -248,7 +257,7 @@ fn only_a_gang_volcano_has_not_bound_waits_on_its_queue() {
 fn a_bound_or_running_gang_is_scheduled_and_a_newer_scheduled_condition_wins() {
     let running = pod_group(json!({"phase": "Running"}));
     assert_eq!(
-        gang_state(&running, None, PODS, None),
+        gang_state(&running, None, PODS, None, &[]),
         GangState::Clear {
             reason: GANG_SCHEDULED,
             message: "Volcano bound the gang: 0 of minMember 3 Pods of PodGroup ray-demo-pg are on nodes (phase Running)".into()
@@ -260,7 +269,7 @@ fn a_bound_or_running_gang_is_scheduled_and_a_newer_scheduled_condition_wins() {
     };
     let inqueue = pod_group(json!({"phase": "Inqueue"}));
     assert!(matches!(
-        gang_state(&inqueue, Some(&open()), bound, None),
+        gang_state(&inqueue, Some(&open()), bound, None, &[]),
         GangState::Clear {
             reason: GANG_SCHEDULED,
             ..
@@ -271,7 +280,7 @@ fn a_bound_or_running_gang_is_scheduled_and_a_newer_scheduled_condition_wins() {
         {"type": "Scheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:09Z",
          "reason": "tasks in gang are ready to be scheduled"}]}));
     assert_eq!(
-        gang_state(&rescheduled, Some(&open()), PODS, None),
+        gang_state(&rescheduled, Some(&open()), PODS, None, &[]),
         GangState::Undetermined
     );
 }
@@ -407,7 +416,64 @@ fn long_volcano_messages_are_cut_at_a_character_boundary() {
     let pg = pod_group(
         json!({"phase": "Inqueue", "conditions": [unschedulable("NotEnoughResources", &long)]}),
     );
-    let (_, message) = waiting(gang_state(&pg, Some(&open()), PODS, None));
+    let (_, message) = waiting(gang_state(&pg, Some(&open()), PODS, None, &[]));
     assert!(message.len() <= MAX_MESSAGE + '…'.len_utf8());
     assert!(message.ends_with('…'));
+}
+
+fn head_too_big() -> Infeasibility {
+    Infeasibility {
+        field: "spec.rayClusterSpec.headGroupSpec.template.spec".into(),
+        pod: Some(crate::feasibility::PodKind::Head),
+        cause: crate::feasibility::Cause::Resource {
+            resource: "cpu".into(),
+            asks: "64".parse().unwrap(),
+            largest: Some(("2".parse().unwrap(), "real-1".into())),
+        },
+    }
+}
+
+#[test]
+fn a_gang_no_node_could_ever_hold_is_infeasible_at_once_whatever_volcano_says() {
+    let infeasible = [head_too_big()];
+    // Before Volcano has looked at the gang, and after it found no room: the nodes prove it.
+    let fresh = pod_group(json!({"phase": "Pending"}));
+    let volcano =
+        "3/3 tasks in gang unschedulable: pod group is not ready, 3 Pending, 3 minAvailable";
+    let refused = pod_group(
+        json!({"phase": "Pending", "conditions": [unschedulable("NotEnoughResources", volcano)]}),
+    );
+    for pg in [fresh, refused] {
+        let (reason, message) = waiting(gang_state(&pg, Some(&open()), PODS, None, &infeasible));
+        assert_eq!(reason, INFEASIBLE);
+        assert_eq!(
+            message,
+            "no node of this cluster could ever hold PodGroup ray-demo-pg, even empty: head Pod asks cpu 64; the largest node offers 2 (real-1); it waits until a node that can joins the cluster"
+        );
+    }
+    // A missing queue is named first: fixing the nodes alone would not start the gang.
+    let (reason, _) = waiting(gang_state(
+        &pod_group(json!({"phase": "Pending"})),
+        None,
+        PODS,
+        None,
+        &infeasible,
+    ));
+    assert_eq!(reason, QUEUE_NOT_FOUND);
+    // A gang Volcano bound is bound, whatever the nodes look like now.
+    let bound = GangPods {
+        created: 3,
+        bound: 3,
+    };
+    let state = gang_state(
+        &pod_group(json!({"phase": "Running"})),
+        Some(&open()),
+        bound,
+        None,
+        &infeasible,
+    );
+    assert!(
+        matches!(state, GangState::Clear { reason, .. } if reason == GANG_SCHEDULED),
+        "{state:?}"
+    );
 }

@@ -129,6 +129,7 @@ fn observed<'a>(pods: &'a [Pod], head_service: Option<&'a Service>, now: &'a Tim
         worker_service: None,
         pod_group: None,
         queue: None,
+        nodes: &[],
         volcano: false,
         sub_groups: true,
         now,

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use super::Pass;
 use crate::cluster;
+use crate::feasibility::{self, RayObject};
 use crate::lifecycle::gang::gang_wait_message;
 use crate::lifecycle::{Action, DeploymentStatus, PodGroupSize};
 use crate::pending::{self, GangState};
@@ -153,8 +154,14 @@ impl<'s, 'a> Pass<'s, 'a> {
             && !self.selector_mode()
     }
 
-    /// Why `pod_group` waits, if it does, with the cluster's Pod creation failure.
+    /// Why `pod_group` waits, if it does, with the cluster's Pod creation failure and what the
+    /// nodes could never hold (judged only while Volcano has not bound the gang).
     fn gang_state(&self, pod_group: &PodGroup) -> GangState {
+        let infeasible = if pending::waits_on_queue(pod_group) {
+            feasibility::infeasibilities(RayObject::RayJob(self.s.job), self.s.nodes)
+        } else {
+            Vec::new()
+        };
         pending::gang_state(
             pod_group,
             self.s.queue,
@@ -162,6 +169,7 @@ impl<'s, 'a> Pass<'s, 'a> {
             self.s
                 .cluster
                 .and_then(|c| cluster::status::replica_failure(c.status.as_ref())),
+            &infeasible,
         )
     }
 }
