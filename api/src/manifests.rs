@@ -585,10 +585,9 @@ fn cluster_role(options: &InstallOptions) -> Value {
         ));
     }
     rules.push(rule(&[""], &["namespaces"], READ));
-    if options.webhook {
-        // The shapes of the nodes, for feasibility at admission (the webhook's Node cache).
-        rules.push(rule(&[""], &["nodes"], &["list", "watch"]));
-    }
+    // The shapes of the nodes, for feasibility: at admission (the webhook's Node cache) and in
+    // the reconciler's `GangPending` condition (its own).
+    rules.push(rule(&[""], &["nodes"], &["list", "watch"]));
     if options.reconciler {
         // kube-runtime's recorder writes events.k8s.io/v1 Events (and patches their series).
         rules.push(rule(&["events.k8s.io"], &["events"], &["create", "patch"]));

@@ -20,11 +20,12 @@ use futures::future::{BoxFuture, Shared};
 use futures::{FutureExt, SinkExt, Stream, StreamExt, TryStreamExt};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::watcher::{self, ExponentialBackoff, watcher};
+use kube::runtime::watcher::{self, Event, ExponentialBackoff, watcher};
 use kube::runtime::{WatchStreamExt, utils::ResetTimerBackoff};
 use kube::{Api, Client, Resource, ResourceExt};
+use raygate_api::feasibility::NodeShapes;
 use raygate_api::ray::v1::{RayCluster, RayJob};
 use raygate_api::volcano::{PodGroup, Queue};
 use raygate_api::{keys, observed};
@@ -212,6 +213,79 @@ where
     }
 }
 
+/// The shape of every Node ([`NodeShapes`]), kept by a Node watch of its own: feasibility
+/// reads the shapes, never the Node objects (docs/feasibility.md, "The Node caches"). Its
+/// subscribers are told of each change of a shape, not of each Node update: a kubelet's status
+/// updates (conditions, heartbeats, images) change no shape.
+pub struct NodeWatch {
+    api: Api<Node>,
+    shapes: NodeShapes,
+    subscribers: Vec<mpsc::Sender<Result<Node, watcher::Error>>>,
+}
+
+impl NodeWatch {
+    fn new(client: &Client) -> Self {
+        Self {
+            api: Api::all(client.clone()),
+            shapes: NodeShapes::default(),
+            subscribers: Vec::new(),
+        }
+    }
+
+    /// The shapes, as the watch keeps them (empty until its first list is in).
+    pub fn shapes(&self) -> NodeShapes {
+        self.shapes.clone()
+    }
+
+    /// A stream of the Nodes whose shape changed from now on: added, changed or deleted (a
+    /// relist that changed shapes is told as one Node without a name). Subscribe before
+    /// [`Caches::run`].
+    pub fn subscribe(&mut self) -> impl Stream<Item = Result<Node, watcher::Error>> + Send + use<> {
+        let (sender, receiver) = mpsc::channel(SUBSCRIBER_BUFFER);
+        self.subscribers.push(sender);
+        receiver
+    }
+
+    /// Runs the watch until it ends with the process.
+    async fn run(self) {
+        let NodeWatch {
+            api,
+            shapes,
+            mut subscribers,
+        } = self;
+        let events = watcher(api, watch_config(None)).backoff(watch_backoff());
+        futures::pin_mut!(events);
+        while let Some(event) = events.next().await {
+            let changed = match event {
+                Ok(Event::Init) => {
+                    shapes.begin_relist();
+                    None
+                }
+                Ok(Event::InitApply(node)) => {
+                    shapes.relisted(&node);
+                    None
+                }
+                Ok(Event::InitDone) => shapes.end_relist().then(Node::default),
+                Ok(Event::Apply(node)) => shapes.apply(&node).then_some(node),
+                Ok(Event::Delete(node)) => {
+                    let name = node.metadata.name.as_deref().unwrap_or_default();
+                    shapes.delete(name).then_some(node)
+                }
+                Err(error) => {
+                    tracing::warn!(kind = "Node", %error, "watch failed; retrying");
+                    None
+                }
+            };
+            if let Some(node) = changed {
+                for subscriber in &mut subscribers {
+                    // A subscriber that is gone has stopped with its controller.
+                    let _ = subscriber.send(Ok(node.clone())).await;
+                }
+            }
+        }
+    }
+}
+
 /// Resolves once `store` holds its watch's first list (at once after that).
 fn listed<K>(store: Store<K>) -> BoxFuture<'static, ()>
 where
@@ -293,6 +367,9 @@ pub struct Caches {
     /// Volcano Queues: a change of a queue wakes the Ray objects whose PodGroup is in it, so
     /// their `GangPending` condition follows (docs/reconciler.md, "Why a gang is pending").
     pub queues: Cache<Queue>,
+    /// Node shapes: whether the nodes could ever hold a waiting gang, and a change of a shape
+    /// wakes the Ray objects whose gang waits (docs/reconciler.md, "Why a gang is pending").
+    pub nodes: NodeWatch,
     first_lists: FirstLists,
 }
 
@@ -345,6 +422,7 @@ impl Caches {
             jobs,
             pod_groups,
             queues: Cache::queues(client),
+            nodes: NodeWatch::new(client),
             first_lists,
         }
     }
@@ -363,11 +441,12 @@ impl Caches {
                 self.ray_clusters.run(),
                 self.pods.run(),
             ),
-            futures::future::join4(
+            futures::future::join5(
                 self.services.run(),
                 self.jobs.run(),
                 self.pod_groups.run(),
                 self.queues.run(),
+                self.nodes.run(),
             ),
         );
         tokio::select! {

@@ -191,13 +191,30 @@ where
     K: Resource<DynamicType = ()>,
 {
     let name = queue.name_any();
+    owners_of(pod_groups, |pg| {
+        pg.spec.queue.as_deref().unwrap_or(DEFAULT_QUEUE) == name && pending::waits_on_queue(pg)
+    })
+}
+
+/// The objects of kind `K` that own (as controller) a PodGroup Volcano has not yet bound, in any
+/// queue: whom a change of a Node's shape concerns, as it can make their gang feasible or not.
+pub(crate) fn owners_waiting<K>(pod_groups: &Store<PodGroup>) -> Vec<ObjectRef<K>>
+where
+    K: Resource<DynamicType = ()>,
+{
+    owners_of(pod_groups, pending::waits_on_queue)
+}
+
+/// The objects of kind `K` that own (as controller) a PodGroup `pick` picks.
+fn owners_of<K>(pod_groups: &Store<PodGroup>, pick: impl Fn(&PodGroup) -> bool) -> Vec<ObjectRef<K>>
+where
+    K: Resource<DynamicType = ()>,
+{
     let kind = K::kind(&());
     pod_groups
         .state()
         .iter()
-        .filter(|pg| {
-            pg.spec.queue.as_deref().unwrap_or(DEFAULT_QUEUE) == name && pending::waits_on_queue(pg)
-        })
+        .filter(|pg| pick(pg))
         .flat_map(|pg| {
             let namespace = pg.namespace().unwrap_or_default();
             pg.owner_references()

@@ -24,12 +24,13 @@ use kube::runtime::controller::Action as Requeue;
 use kube::runtime::reflector::Store;
 use raygate_api::cluster::status as cluster_status;
 use raygate_api::cluster::{self, Action, FailedWrite, Snapshot};
+use raygate_api::feasibility::{NodeShape, NodeShapes};
 use raygate_api::keys;
 use raygate_api::ray::v1::{RayCluster, RayClusterStatus};
 use raygate_api::volcano::{PodGroup, Queue};
 use serde_json::Value;
 
-use super::{alongside, drain, owners_in_queue, queue_of, watching_gated};
+use super::{alongside, drain, owners_in_queue, owners_waiting, queue_of, watching_gated};
 use crate::cache::{Caches, FirstLists, cached};
 use crate::context::{Context, NamespaceScope, ReconcileError, api_error, error_policy};
 use crate::exec::{self, Failed, Perform, PodMetadataMap, Writer};
@@ -58,6 +59,7 @@ pub(crate) struct ClusterReads {
     pub(super) services: Store<Service>,
     pub(super) pod_groups: Store<PodGroup>,
     pub(super) queues: Store<Queue>,
+    pub(super) nodes: NodeShapes,
 }
 
 /// What one pass of a RayCluster observes in [`ClusterReads`].
@@ -68,6 +70,7 @@ struct Observed {
     worker_service: Option<Arc<Service>>,
     pod_group: Option<Arc<PodGroup>>,
     queue: Option<Arc<Queue>>,
+    nodes: Arc<[Arc<NodeShape>]>,
 }
 
 impl Observed {
@@ -85,6 +88,7 @@ impl Observed {
             worker_service: self.worker_service.as_deref(),
             pod_group: self.pod_group.as_deref(),
             queue: self.queue.as_deref(),
+            nodes: &self.nodes,
             volcano,
             sub_groups,
             now,
@@ -102,6 +106,7 @@ impl ClusterReads {
             services: caches.services.store(),
             pod_groups: caches.pod_groups.store(),
             queues: caches.queues.store(),
+            nodes: caches.nodes.shapes(),
         }
     }
 
@@ -157,6 +162,7 @@ impl ClusterReads {
             worker_service,
             pod_group,
             queue,
+            nodes: self.nodes.snapshot(),
         }
     }
 
@@ -231,12 +237,16 @@ pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
         first_passes: gated.first_passes,
     });
     let pod_groups = caches.pod_groups.store();
+    let waiting_groups = caches.pod_groups.store();
     let results = (gated.controller)
         .owns_stream(caches.pods.subscribe())
         .owns_stream(caches.services.subscribe())
         .owns_stream(caches.pod_groups.subscribe())
         .watches_stream(caches.queues.subscribe(), move |queue| {
             owners_in_queue::<RayCluster>(&pod_groups, &queue)
+        })
+        .watches_stream(caches.nodes.subscribe(), move |_node| {
+            owners_waiting::<RayCluster>(&waiting_groups)
         })
         .run(reconcile, error_policy, shared);
     alongside(drain(NAME, results), gated.gate)
@@ -515,6 +525,7 @@ mod tests {
             services: reflector::store::<Service>().0,
             pod_groups: reflector::store::<PodGroup>().0,
             queues: reflector::store::<Queue>().0,
+            nodes: NodeShapes::default(),
         };
         (caches, pod_writer)
     }

@@ -36,7 +36,7 @@ use serde_json::{Value, json};
 use tracing::{debug, info, warn};
 
 use super::raycluster::ClusterReads;
-use super::{alongside, drain, owners_in_queue, queue_of, watching_gated};
+use super::{alongside, drain, owners_in_queue, owners_waiting, queue_of, watching_gated};
 use crate::cache::{Caches, FirstLists, cached};
 use crate::context::{Context, NamespaceScope, ReconcileError, api_error, error_policy};
 use crate::dashboard::{AddressResolver, Dashboard, DashboardError};
@@ -96,6 +96,7 @@ pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
         first_passes: gated.first_passes,
     });
     let pod_groups = caches.pod_groups.store();
+    let waiting_groups = caches.pod_groups.store();
     let clusters = caches.ray_clusters.store();
     let results = (gated.controller)
         .owns_stream(caches.ray_clusters.subscribe())
@@ -103,6 +104,9 @@ pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
         .owns_stream(caches.pod_groups.subscribe())
         .watches_stream(caches.queues.subscribe(), move |queue| {
             owners_in_queue::<RayJob>(&pod_groups, &queue)
+        })
+        .watches_stream(caches.nodes.subscribe(), move |_node| {
+            owners_waiting::<RayJob>(&waiting_groups)
         })
         .watches_stream(caches.pods.subscribe(), move |pod| {
             rayjob_of_ready_pod(&clusters, &pod)
@@ -221,6 +225,7 @@ async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> 
             GangPods::of(members.iter().map(|p| p.as_ref()), name)
         })
         .unwrap_or_default();
+    let nodes = children.nodes.snapshot();
     let ray_job = match &reads.ray_job {
         None => RayJobObservation::NotQueried,
         Some((url, id)) => match shared.dashboard.job(url, id).await {
@@ -242,6 +247,7 @@ async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> 
         sub_groups: shared.ctx.sub_groups.supported(),
         queue: queue.as_deref(),
         gang_pods,
+        nodes: &nodes,
         job_head_service: job_head_service.as_deref(),
         ray_job,
         fresh: FreshSuffixes::from_entropy(entropy()),
