@@ -541,6 +541,63 @@ async fn node_causes_are_named_with_their_numbers_within_two_seconds_and_clear_w
 }
 
 #[tokio::test]
+async fn a_gang_no_node_could_ever_hold_is_infeasible_and_moves_on_when_a_node_that_can_joins() {
+    let env = Env::load();
+    let ns = TestNamespace::with_labels(&env, "rayjob-pending-infeasible", &OPT_IN).await;
+    let _reconciler = Reconciler::start(&env, &ns, None).await;
+    let queue = TestQueue::create(&env, &ns, ns.name(), json!({"weight": 1})).await;
+    let pool = ns.name().to_string();
+    // 400m: neither the head (500m) nor the submitter (500m) fits, even on the empty node.
+    let _small = FakeNode::create(
+        &env,
+        &ns,
+        &pool,
+        0,
+        &[("cpu", "400m"), ("memory", "8Gi"), ("pods", "110")],
+    )
+    .await;
+    let jobs = ns.api::<RayJob>();
+    let recorder = Recorder::start(jobs.clone(), "never");
+    let groups = Recorder::start(ns.api::<PodGroup>(), "ray-never-pg");
+    let start = Instant::now();
+    create(&ns, &small_job("never", &queue.name, &pool)).await;
+    let born = pod_group_born(&ns, &groups, start).await;
+    let (at, condition) = recorder
+        .first_after(&ns, "Infeasible", start, RUN, waiting_for("Infeasible"))
+        .await;
+    report("no node could ever hold it", at - born, &condition);
+    let head = format!("head Pod asks cpu 500m; the largest node offers 400m ({pool}-0)");
+    assert!(
+        condition.message.starts_with(
+            "no node of this cluster could ever hold PodGroup ray-never-pg, even empty: "
+        ) && condition.message.contains(&head),
+        "{}",
+        condition.message
+    );
+    assert_eq!(gang_column(&ns, "never").await, "Infeasible");
+
+    // A node that can hold it joins: nobody touches the RayJob, and its gang is bound.
+    let before = Instant::now();
+    let _big = FakeNode::create(
+        &env,
+        &ns,
+        &pool,
+        1,
+        &[("cpu", "2"), ("memory", "8Gi"), ("pods", "110")],
+    )
+    .await;
+    let (at, condition) = recorder
+        .first_after(&ns, "GangScheduled", before, RUN, scheduled)
+        .await;
+    eprintln!("moved on after {:?}: {}", at - before, condition.message);
+    assert!(
+        condition.message.contains("2 of minMember 2 Pods"),
+        "{}",
+        condition.message
+    );
+}
+
+#[tokio::test]
 async fn too_few_member_pods_wait_for_the_gang_and_clear_once_they_exist() {
     let env = Env::load();
     let ns = TestNamespace::with_labels(&env, "rayjob-pending-members", &OPT_IN).await;
