@@ -100,7 +100,7 @@ pub fn judges(object: &Value) -> bool {
 /// lists them), `metadata` validation, then [`check::check_object`]'s. Without a name,
 /// KubeRay's name rules, which would repeat the missing name, are left out.
 pub fn check_manifest(
-    object: Value,
+    mut object: Value,
     ctx: &ValidationContext,
     fields: FieldValidation,
 ) -> Option<Checked> {
@@ -118,6 +118,7 @@ pub fn check_manifest(
     let meta = metadata::check_metadata(&object);
     let mut nulls = Vec::new();
     null_members(&object, &mut String::new(), &mut nulls);
+    metadata::empty_null_values(&mut object);
     let mut checked = check::check_object(object, ctx)?;
     let report = &mut checked.report;
     let (unknown, rest): (Vec<Finding>, Vec<Finding>) = std::mem::take(&mut report.findings)

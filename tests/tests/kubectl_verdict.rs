@@ -257,6 +257,13 @@ fn single_document_cases() -> Vec<Case> {
             }),
         ),
         case(
+            "a label and an annotation written null: stored as empty strings",
+            job_with(|j| {
+                j["metadata"]["labels"] = json!({"team": null});
+                j["metadata"]["annotations"] = json!({"note": null});
+            }),
+        ),
+        case(
             "creationTimestamp set in a Pod template",
             job_with(|j| {
                 head(j)["template"]["metadata"] =

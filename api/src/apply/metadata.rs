@@ -105,6 +105,24 @@ const STRING_FIELDS: [(&str, &str); 6] = [
     ("uid", "types.UID"),
 ];
 
+/// Makes each `null` label and annotation value of `object` the empty string, as the API server
+/// stores it: it reads a custom resource's `metadata` into Go's `ObjectMeta`, whose
+/// `map[string]string` members take `null` as their zero value (`team: null` is stored as
+/// `team: ""`, and accepted).
+pub fn empty_null_values(object: &mut Value) {
+    let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for key in ["labels", "annotations"] {
+        let values = meta.get_mut(key).and_then(Value::as_object_mut);
+        for value in values.into_iter().flat_map(|map| map.values_mut()) {
+            if value.is_null() {
+                *value = Value::String(String::new());
+            }
+        }
+    }
+}
+
 /// Checks `object["metadata"]` as the API server does when a custom resource is created.
 /// `object` is the whole object as written: the annotations' size counts the
 /// [`LAST_APPLIED_ANNOTATION`] `kubectl apply` adds, a copy of the object.

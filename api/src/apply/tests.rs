@@ -181,6 +181,22 @@ fn a_missing_name_is_the_api_server_s_error_alone() {
 }
 
 #[test]
+fn a_null_label_or_annotation_value_is_the_empty_string_as_stored() {
+    let meta = json!({"name": "demo", "labels": {"team": null}, "annotations": {"note": null}});
+    let checked = report(job(meta, valid_job()["spec"].clone()), FieldValidation::Strict);
+    assert!(checked.valid, "{:?}", checked.findings);
+    // An invalid key is still named, whatever its value.
+    let (rule, field, _) = first_error(job(
+        json!({"name": "demo", "labels": {"-team": null}}),
+        valid_job()["spec"].clone(),
+    ));
+    assert_eq!(
+        (rule.as_str(), field.as_str()),
+        (rules::LABEL_INVALID, "metadata.labels")
+    );
+}
+
+#[test]
 fn names_are_dns_1123_subdomains_and_kuberay_s_rules_come_after() {
     let (rule, field, message) =
         first_error(job(json!({"name": "Demo_1"}), valid_job()["spec"].clone()));
