@@ -61,7 +61,10 @@
 //! the server's own CPU per review, 4× apart, is what a client on other cores would see.
 //!
 //! `cargo bench -p raygate-webhook --bench load`; `RAYGATE_LOAD_SECONDS` (default 10) sets the
-//! length of each phase, `RAYGATE_LOAD_IDLE_CONNECTIONS` the size of the flood.
+//! length of each phase, `RAYGATE_LOAD_IDLE_CONNECTIONS` the size of the flood and
+//! `RAYGATE_LOAD_NODES` (default [`DEFAULT_NODES`]) the Nodes in the server's Node cache, which
+//! every RayJob and RayCluster review checks for feasibility (run it with `0` for the figures
+//! without them).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -95,6 +98,8 @@ use tokio_rustls::TlsConnector;
 
 #[path = "load/kuberay.rs"]
 mod kuberay;
+#[path = "shared/nodes.rs"]
+mod nodes;
 
 /// The allocator of the `raygate` binary, so that the server's RSS and speed are production's.
 #[global_allocator]
@@ -131,6 +136,18 @@ const RAY_CLUSTERS: usize = 1_000;
 const RAY_JOBS: usize = 500;
 const QUEUES: usize = 20;
 const QUEUE_POLICIES: usize = 5;
+/// Nodes in the server's Node cache unless `RAYGATE_LOAD_NODES` says: every fourth an 8-GPU
+/// node tainted for GPU Pods, the others 32-CPU nodes ([`nodes::node`]).
+const DEFAULT_NODES: usize = 5_000;
+
+/// The Nodes in the server's Node cache: `RAYGATE_LOAD_NODES`, else [`DEFAULT_NODES`].
+fn node_count() -> usize {
+    std::env::var("RAYGATE_LOAD_NODES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(DEFAULT_NODES)
+}
+
 /// Objects per page of the informers' initial lists (kube-runtime's watcher default).
 const LIST_PAGE: usize = 500;
 
@@ -180,17 +197,25 @@ fn listed_meta(
 /// other one opted in, with a default queue), [`RAY_CLUSTERS`] RayClusters ([`RAY_JOBS`] of them
 /// created by a RayJob), [`RAY_JOBS`] RayJobs, [`QUEUES`] Volcano Queues and
 /// [`QUEUE_POLICIES`] QueuePolicies, with the metadata the API server sends (`managedFields`,
-/// last-applied annotations). The reviews go to namespace `ml`, RayCluster `demo`, queue `batch`.
+/// last-applied annotations), and [`node_count`] Nodes. The reviews go to namespace `ml`, RayCluster `demo`, queue `batch`.
 ///
 /// Built lazily in pages of [`LIST_PAGE`] objects of each kind, which the caches read one at a
 /// time as the watches read the API server's list pages: the whole world, with its metadata as
 /// listed, never sits in the server's memory at once, as it never does in production.
 fn world_pages() -> impl Iterator<Item = Preloaded> {
     let job = ray_job();
-    let largest = [NAMESPACES, RAY_CLUSTERS, RAY_JOBS, QUEUES, QUEUE_POLICIES]
-        .into_iter()
-        .max()
-        .unwrap_or(0);
+    let nodes = node_count();
+    let largest = [
+        NAMESPACES,
+        RAY_CLUSTERS,
+        RAY_JOBS,
+        QUEUES,
+        QUEUE_POLICIES,
+        nodes,
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0);
     (0..largest.div_ceil(LIST_PAGE)).map(move |page| {
         let on_page =
             |count: usize| (page * LIST_PAGE).min(count)..((page + 1) * LIST_PAGE).min(count);
@@ -203,7 +228,7 @@ fn world_pages() -> impl Iterator<Item = Preloaded> {
             jobs: vec![],
             queues: on_page(QUEUES).map(queue).collect(),
             queue_policies: on_page(QUEUE_POLICIES).map(queue_policy).collect(),
-            nodes: vec![],
+            nodes: on_page(nodes).map(|i| nodes::node(i, i % 4 == 0)).collect(),
         }
     })
 }
@@ -1327,7 +1352,8 @@ fn main() {
             load_average()
         );
         println!(
-            "server caches: {NAMESPACES} namespaces, {RAY_CLUSTERS} RayClusters, {RAY_JOBS} RayJobs, {QUEUES} Queues, {QUEUE_POLICIES} QueuePolicies, with managedFields and last-applied annotations as listed"
+            "server caches: {NAMESPACES} namespaces, {RAY_CLUSTERS} RayClusters, {RAY_JOBS} RayJobs, {QUEUES} Queues, {QUEUE_POLICIES} QueuePolicies, with managedFields and last-applied annotations as listed, and {} Nodes (their shapes)",
+            node_count()
         );
         let (_, warm_up_failures) = saturate(&senders, &bodies, 1).await;
         let idle_rss = memory(pid).rss;
