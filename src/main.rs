@@ -26,6 +26,7 @@ mod manifests;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
+use k8s_openapi::api::core::v1::Node;
 use raygate_api::admission::rules;
 use raygate_api::apply::{self, FieldValidation};
 use raygate_api::check::{self, ObjectReport};
@@ -74,8 +75,12 @@ enum Command {
         /// Also check that each object's Pods could be scheduled on these nodes (a file of v1
         /// Node objects: `kubectl get nodes -o yaml`, a List or several documents), as the
         /// webhook does; what could never be scheduled is reported as warnings.
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", conflicts_with = "cluster")]
         nodes: Option<String>,
+        /// As `--nodes`, with the Nodes of the cluster kubectl's current context points at
+        /// (`KUBECONFIG`, else `~/.kube/config`): the check the webhook makes there at apply.
+        #[arg(long)]
+        cluster: bool,
         #[command(flatten)]
         rules: RuleOptions,
         #[command(flatten)]
@@ -362,12 +367,23 @@ fn run(cli: Cli) -> Result<u8> {
             files,
             output,
             nodes,
+            cluster,
             rules,
             fields,
         } => {
-            let nodes = match nodes.as_deref().map(read_nodes).transpose() {
-                Ok(nodes) => nodes,
-                Err(code) => return Ok(code),
+            let nodes = if cluster {
+                match cluster_nodes() {
+                    Ok(nodes) => Some(nodes),
+                    Err(e) => {
+                        eprintln!("error: {e:#}");
+                        return Ok(EXIT_UNREADABLE);
+                    }
+                }
+            } else {
+                match nodes.as_deref().map(read_nodes).transpose() {
+                    Ok(nodes) => nodes,
+                    Err(code) => return Ok(code),
+                }
             };
             validate(
                 &files.files,
@@ -512,6 +528,37 @@ fn read_nodes(file: &str) -> Result<Vec<NodeShape>, u8> {
         Ok(shapes)
     }
 }
+
+/// The shapes of the Nodes of the cluster kubectl's current context points at, listed in pages
+/// as the webhook's watch lists them.
+fn cluster_nodes() -> Result<Vec<NodeShape>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let client = kube::Client::try_default()
+            .await
+            .context("no Kubernetes client (KUBECONFIG, ~/.kube/config or in-cluster config)")?;
+        let nodes: kube::Api<Node> = kube::Api::all(client);
+        let mut shapes = Vec::new();
+        let mut params = kube::api::ListParams::default().limit(NODE_LIST_PAGE);
+        loop {
+            let page = nodes
+                .list(&params)
+                .await
+                .context("listing the cluster's Nodes")?;
+            shapes.extend(page.items.iter().map(NodeShape::of));
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(token) => params = params.continue_token(&token),
+                None => return Ok(shapes),
+            }
+        }
+    })
+}
+
+/// Nodes per page of `validate --cluster`'s list (kube-runtime's watcher default).
+const NODE_LIST_PAGE: u32 = 500;
 
 /// As `kubectl apply`: every document read before a syntax error gets its verdict, then the
 /// code for unreadable input.

@@ -979,3 +979,48 @@ fn validate_with_nodes_warns_about_what_no_node_could_hold() {
     );
     assert_eq!(stdout(&output), "");
 }
+
+#[test]
+fn validate_cluster_without_a_reachable_cluster_is_unreadable_input_and_excludes_nodes() {
+    let missing =
+        std::env::temp_dir().join(format!("raygate-cli-no-kubeconfig-{}", std::process::id()));
+    let output = Command::new(env!("CARGO_BIN_EXE_raygate"))
+        .args(["validate", "-f", &example("rayjob.yaml"), "--cluster"])
+        .env("KUBECONFIG", &missing)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env("HOME", &missing)
+        .output()
+        .expect("raygate runs");
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).starts_with(
+            "error: no Kubernetes client (KUBECONFIG, ~/.kube/config or in-cluster config)"
+        ),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(
+        stdout(&output),
+        "",
+        "no verdict without the nodes asked for"
+    );
+
+    let nodes = nodes_file("conflict.yaml", "apiVersion: v1\nkind: List\nitems: []\n");
+    let output = raygate(
+        &[
+            "validate",
+            "-f",
+            &example("rayjob.yaml"),
+            "--cluster",
+            "--nodes",
+            &nodes,
+        ],
+        None,
+    );
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("'--cluster' cannot be used with '--nodes <FILE>'"),
+        "{}",
+        stderr(&output)
+    );
+}

@@ -629,6 +629,37 @@ async fn an_infeasible_ray_job_is_admitted_with_a_warning() {
 }
 
 #[tokio::test]
+async fn raygate_validate_cluster_warns_as_the_webhook_does_against_the_live_nodes() {
+    // The environment must be up: its API server is the cluster.
+    let _env = Env::load();
+    let dir = std::env::temp_dir().join(format!("raygate-e2e-validate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temp dir");
+    let file = dir.join("too-big.yaml");
+    let manifest = serde_json::to_string(&infeasible_ray_job("too-big")).expect("JSON");
+    std::fs::write(&file, manifest).expect("the manifest");
+    let file = file.to_string_lossy().into_owned();
+    // KUBECONFIG is the environment's, as kubectl's is.
+    let output = raygate_e2e::raygate::run(&["validate", "--cluster", "-f", &file]).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "warnings only: {stdout}{stderr}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "Warning: rayjob.ray.io/too-big: {HEAD_TOO_BIG}2 (real-"
+        )),
+        "the head's largest node is a real node with 2 CPUs, as the webhook says: {stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("Warning: rayjob.ray.io/too-big: {NO_GPU}")),
+        "{stdout}"
+    );
+}
+
+#[tokio::test]
 async fn a_deny_policy_refuses_an_infeasible_ray_job_and_nothing_is_created() {
     let env = Env::load();
     let ns = opted_in_namespace(&env, "qp-infeasible-deny").await;
