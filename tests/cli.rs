@@ -953,7 +953,7 @@ fn validate_with_nodes_warns_about_what_no_node_could_hold() {
         None,
     );
     assert!(
-        stdout(&output).contains("Warning: rayjob.ray.io/rayjob-sample: spec.rayClusterSpec: the cluster has no schedulable nodes yet; feasibility not checked [feasibility-not-checked, compat: raygate]"),
+        stdout(&output).contains("Warning: rayjob.ray.io/rayjob-sample: spec.rayClusterSpec: the cluster has no schedulable nodes yet; feasibility not checked (a QueuePolicy's nodeTemplates can name the nodes an autoscaler adds) [feasibility-not-checked, compat: raygate]"),
         "{}",
         stdout(&output)
     );

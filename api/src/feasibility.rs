@@ -23,8 +23,10 @@
 //! MultiKueue, which runs it on another cluster) makes no Pod here, so nothing is found. The
 //! scheduler's rules this follows are described in docs/feasibility.md.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
     Container, Node, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Toleration,
@@ -34,6 +36,7 @@ use crate::check::{Typed, type_meta};
 use crate::input::Document;
 use crate::keys;
 use crate::quantity::ResourceQuantity;
+use crate::queue_policy::NodeTemplate;
 use crate::ray::v1::{RayCluster, RayClusterSpec, RayJob};
 use crate::sizing::{self, GangSize, Resources};
 
@@ -55,6 +58,9 @@ pub struct NodeShape {
     pub allocatable: Resources,
     /// `spec.unschedulable` (cordoned).
     pub unschedulable: bool,
+    /// A node an autoscaler can add as many of as needed (a QueuePolicy's node template), not
+    /// one that exists.
+    pub template: bool,
 }
 
 /// A taint that keeps Pods that do not tolerate it off a node.
@@ -110,6 +116,43 @@ impl NodeShape {
             taints,
             allocatable,
             unschedulable: spec.and_then(|s| s.unschedulable) == Some(true),
+            template: false,
+        }
+    }
+
+    /// The shape of the nodes of `template` (its taints that keep Pods off, its allocatable
+    /// quantities that parse; the policy's validation refuses the others).
+    pub fn of_template(template: &NodeTemplate) -> NodeShape {
+        NodeShape {
+            name: template.name.clone(),
+            labels: template.labels.clone().unwrap_or_default(),
+            taints: template
+                .taints
+                .iter()
+                .flatten()
+                .filter(|t| matches!(t.effect.as_str(), "NoSchedule" | "NoExecute"))
+                .map(|t| NodeTaint {
+                    key: t.key.clone(),
+                    value: t.value.clone().unwrap_or_default(),
+                    effect: t.effect.clone(),
+                })
+                .collect(),
+            allocatable: template
+                .allocatable
+                .iter()
+                .filter_map(|(name, q)| Some((name.clone(), ResourceQuantity::try_from(q).ok()?)))
+                .collect(),
+            unschedulable: false,
+            template: true,
+        }
+    }
+
+    /// How findings name the node: its name, or `template <name>` for a node template.
+    fn label(&self) -> String {
+        if self.template {
+            format!("template {}", self.name)
+        } else {
+            self.name.clone()
         }
     }
 
@@ -293,8 +336,7 @@ pub enum Feasibility {
 }
 
 /// The message of [`Feasibility::NoNodes`].
-pub const NO_NODES_MESSAGE: &str =
-    "the cluster has no schedulable nodes yet; feasibility not checked";
+pub const NO_NODES_MESSAGE: &str = "the cluster has no schedulable nodes yet; feasibility not checked (a QueuePolicy's nodeTemplates can name the nodes an autoscaler adds)";
 
 /// Why a document of a nodes file (`raygate validate --nodes`) gives no node shape.
 #[derive(Debug, thiserror::Error)]
@@ -343,6 +385,22 @@ struct PodDemand<'a> {
     spec: Option<&'a PodSpec>,
     requests: Resources,
     count: i64,
+}
+
+/// The nodes feasibility judges an object against: `nodes` (those that exist) and the shapes of
+/// `templates` (the nodes an autoscaler can add: the node templates of the object's QueuePolicies,
+/// [`crate::queue_policy::node_templates`]). Borrowed when there is no template.
+pub fn with_templates<'n>(
+    nodes: &'n [Arc<NodeShape>],
+    templates: &[&NodeTemplate],
+) -> Cow<'n, [Arc<NodeShape>]> {
+    if templates.is_empty() {
+        return Cow::Borrowed(nodes);
+    }
+    let added = templates
+        .iter()
+        .map(|t| Arc::new(NodeShape::of_template(t)));
+    Cow::Owned(nodes.iter().cloned().chain(added).collect())
 }
 
 /// A Ray object whose Pods feasibility judges: the webhook's and the CLI's checked object, or
@@ -413,13 +471,16 @@ pub fn check_feasibility<N: AsRef<NodeShape>>(
         }
         // Summed until it covers the need: most gangs are covered by the first nodes.
         let mut offers = ResourceQuantity::ZERO;
+        let mut covered = false;
         for node in &schedulable {
+            // An autoscaler adds as many nodes of a template as the gang needs.
+            covered = node.template && !node.offers(resource).is_zero();
             offers += node.offers(resource);
-            if offers >= *needs {
+            if covered || offers >= *needs {
                 break;
             }
         }
-        if *needs > offers {
+        if !covered && *needs > offers {
             found.push(Infeasibility {
                 field: gang_field.to_string(),
                 pod: None,
@@ -615,8 +676,18 @@ impl<'a> Placement<'a> {
             .find(|taint| !self.tolerations.iter().any(|t| tolerates(t, taint)))
     }
 
-    /// How many copies of the Pod `node` holds when empty; unbounded without any request.
+    /// How many copies of the Pod `node` holds when empty; unbounded without any request, and
+    /// for a node template that holds one (an autoscaler adds as many as needed).
     fn copies(&self, node: &NodeShape) -> i64 {
+        let copies = self.copies_on_one(node);
+        if node.template && copies > 0 {
+            i64::MAX
+        } else {
+            copies
+        }
+    }
+
+    fn copies_on_one(&self, node: &NodeShape) -> i64 {
         self.asked
             .iter()
             .map(|(resource, asks)| {
@@ -670,7 +741,7 @@ fn pod_cause(pod: &PodDemand<'_>, schedulable: &[&NodeShape]) -> Option<Cause> {
         let untolerated = tainted
             .iter()
             .take(3)
-            .filter_map(|n| Some((n.name.clone(), placement.untolerated(n)?.clone())))
+            .filter_map(|n| Some((n.label(), placement.untolerated(n)?.clone())))
             .collect();
         return Some(Cause::Taints { untolerated, more });
     }
@@ -705,14 +776,14 @@ fn resource_cause(
     for (resource, asks) in &placement.asked {
         let largest = nodes
             .iter()
-            .map(|n| (n.offers(resource), &n.name))
+            .map(|n| (n.offers(resource), n.label()))
             .filter(|(offers, _)| !offers.is_zero())
-            .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.cmp(a.1)));
-        if largest.is_none_or(|(offers, _)| offers < **asks) {
+            .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.cmp(&a.1)));
+        if largest.as_ref().is_none_or(|(offers, _)| *offers < **asks) {
             return Some(Cause::Resource {
                 resource: (*resource).clone(),
                 asks: **asks,
-                largest: largest.map(|(offers, node)| (offers, node.clone())),
+                largest,
             });
         }
     }

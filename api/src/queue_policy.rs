@@ -13,6 +13,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kube::CustomResource;
@@ -77,6 +78,37 @@ pub struct QueuePolicySpec {
     /// rejects it (a warning under `enforcement: Warn`), `Ignore` says nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub infeasible: Option<InfeasibleAction>,
+    /// Nodes an autoscaler can add to the cluster (node pools that may be scaled to zero), as
+    /// many as needed: feasibility judges the selected namespaces' objects against the nodes
+    /// that exist and these, so a scale-from-zero cluster is judged against what it can become.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_templates: Option<Vec<NodeTemplate>>,
+}
+
+/// The shape of the nodes of a node pool an autoscaler can add (docs/feasibility.md, "Nodes an
+/// autoscaler adds").
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeTemplate {
+    /// A name for the findings, e.g. the node pool's: `the largest node offers 8 (template
+    /// gpu-pool)`.
+    pub name: String,
+    /// The labels its nodes carry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<BTreeMap<String, String>>,
+    /// The taints its nodes carry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taints: Option<Vec<Taint>>,
+    /// The allocatable resources of one of its nodes (`cpu`, `memory`, `nvidia.com/gpu`, …).
+    pub allocatable: BTreeMap<String, Quantity>,
+}
+
+/// The node templates of `policies`, in their order.
+pub fn node_templates<'a>(policies: &[&'a QueuePolicy]) -> Vec<&'a NodeTemplate> {
+    policies
+        .iter()
+        .flat_map(|p| p.spec.node_templates.iter().flatten())
+        .collect()
 }
 
 /// What a policy does with a Ray object that can never be scheduled on the cluster's nodes.
@@ -233,12 +265,16 @@ pub mod rules {
     pub const POLICY_ENFORCEMENT_INVALID: &str = "queue-policy-enforcement-invalid";
     /// **Error.** `infeasible` other than `Deny`, `Warn` or `Ignore`.
     pub const POLICY_INFEASIBLE_INVALID: &str = "queue-policy-infeasible-invalid";
+    /// **Error.** A node template without a name, with a name used twice, with an allocatable
+    /// value that is not a non-negative quantity, or with a taint without a key or with an
+    /// effect other than `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    pub const POLICY_NODE_TEMPLATE_INVALID: &str = "queue-policy-node-template-invalid";
     /// **Warning.** `allowedQueues: []` allows no queue: every Ray object of the selected
     /// namespaces is refused (legitimate to freeze namespaces, but usually a mistake).
     pub const POLICY_ALLOWS_NOTHING: &str = "queue-policy-allows-nothing";
 }
 
-const SPEC_FIELDS: [&str; 9] = [
+const SPEC_FIELDS: [&str; 10] = [
     "namespaceSelector",
     "defaultQueue",
     "allowedQueues",
@@ -248,7 +284,10 @@ const SPEC_FIELDS: [&str; 9] = [
     "maxMinResources",
     "enforcement",
     "infeasible",
+    "nodeTemplates",
 ];
+const NODE_TEMPLATE_FIELDS: [&str; 4] = ["name", "labels", "taints", "allocatable"];
+const TAINT_FIELDS: [&str; 4] = ["key", "value", "effect", "timeAdded"];
 const ROOT_FIELDS: [&str; 5] = ["apiVersion", "kind", "metadata", "spec", "status"];
 const STATUS_FIELDS: [&str; 2] = ["observedGeneration", "matchedNamespaces"];
 const SELECTOR_FIELDS: [&str; 2] = ["matchLabels", "matchExpressions"];
@@ -280,6 +319,34 @@ pub fn validate_queue_policy(object: &Value) -> Vec<Finding> {
     unknown_fields(spec_map, &SPEC_FIELDS, "spec.", &mut findings);
     if let Some(selector) = spec_map.get("namespaceSelector") {
         validate_selector(selector, "spec.namespaceSelector", &mut findings);
+    }
+    for (i, template) in (spec_map.get("nodeTemplates"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let field = format!("spec.nodeTemplates[{i}]");
+        let Some(template) = template.as_object() else {
+            continue;
+        };
+        unknown_fields(
+            template,
+            &NODE_TEMPLATE_FIELDS,
+            &format!("{field}."),
+            &mut findings,
+        );
+        for (j, taint) in (template.get("taints"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            if let Some(taint) = taint.as_object() {
+                let prefix = format!("{field}.taints[{j}].");
+                unknown_fields(taint, &TAINT_FIELDS, &prefix, &mut findings);
+            }
+        }
     }
     let mut typable = spec_map.clone();
     match typable.get("enforcement") {
@@ -319,7 +386,66 @@ pub fn validate_queue_policy(object: &Value) -> Vec<Finding> {
     findings
 }
 
+/// Each node template has a name of its own, allocatable quantities and taints a node could
+/// have.
+fn validate_node_templates(templates: &[NodeTemplate], findings: &mut Vec<Finding>) {
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, template) in templates.iter().enumerate() {
+        let field = format!("spec.nodeTemplates[{i}]");
+        let invalid =
+            |at: String, message: String| error(rules::POLICY_NODE_TEMPLATE_INVALID, &at, message);
+        if template.name.is_empty() {
+            findings.push(invalid(
+                format!("{field}.name"),
+                "Required value: name the template, e.g. after its node pool".to_string(),
+            ));
+        } else if !seen.insert(template.name.as_str()) {
+            findings.push(invalid(
+                format!("{field}.name"),
+                format!(
+                    "Duplicate value: {:?}: another node template of this policy has that name",
+                    template.name
+                ),
+            ));
+        }
+        for (resource, quantity) in &template.allocatable {
+            let valid =
+                ResourceQuantity::try_from(quantity).is_ok_and(|q| q >= ResourceQuantity::ZERO);
+            if !valid {
+                findings.push(invalid(
+                    format!("{field}.allocatable.{resource}"),
+                    format!(
+                        "Invalid value: {:?}: must be a non-negative quantity, e.g. 8, 500m or 64Gi",
+                        quantity.0
+                    ),
+                ));
+            }
+        }
+        for (j, taint) in template.taints.iter().flatten().enumerate() {
+            if taint.key.is_empty() {
+                findings.push(invalid(
+                    format!("{field}.taints[{j}].key"),
+                    "Required value".to_string(),
+                ));
+            }
+            if !matches!(
+                taint.effect.as_str(),
+                "NoSchedule" | "PreferNoSchedule" | "NoExecute"
+            ) {
+                findings.push(invalid(
+                    format!("{field}.taints[{j}].effect"),
+                    format!(
+                        "Unsupported value: {:?}: supported values: \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\"",
+                        taint.effect
+                    ),
+                ));
+            }
+        }
+    }
+}
+
 fn validate_spec(spec: &QueuePolicySpec, findings: &mut Vec<Finding>) {
+    validate_node_templates(spec.node_templates.as_deref().unwrap_or_default(), findings);
     for (i, queue) in spec.allowed_queues.iter().flatten().enumerate() {
         queue_name(queue, &format!("spec.allowedQueues[{i}]"), findings);
     }
@@ -714,7 +840,7 @@ mod tests {
 
     #[test]
     fn policy_validation_table() {
-        let table: [(Value, Option<(&str, &str)>); 20] = [
+        let table: [(Value, Option<(&str, &str)>); 28] = [
             (
                 policy(json!({"defaultQueue": "a", "allowedQueues": ["a", "b"],
                               "namespaceSelector": {"matchLabels": {"team": "a"},
@@ -834,6 +960,70 @@ mod tests {
             (
                 policy(json!({"requireQueue": "yes"})),
                 Some((rules::POLICY_MALFORMED, "spec")),
+            ),
+            (
+                policy(
+                    json!({"nodeTemplates": [{"name": "gpu", "labels": {"pool": "gpu"},
+                    "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
+                    "allocatable": {"cpu": "8", "nvidia.com/gpu": "8"}}]}),
+                ),
+                None,
+            ),
+            (
+                policy(json!({"nodeTemplates": [{"name": "", "allocatable": {}}]})),
+                Some((
+                    rules::POLICY_NODE_TEMPLATE_INVALID,
+                    "spec.nodeTemplates[0].name",
+                )),
+            ),
+            (
+                policy(json!({"nodeTemplates": [{"name": "a", "allocatable": {}},
+                                                {"name": "a", "allocatable": {}}]})),
+                Some((
+                    rules::POLICY_NODE_TEMPLATE_INVALID,
+                    "spec.nodeTemplates[1].name",
+                )),
+            ),
+            (
+                policy(json!({"nodeTemplates": [{"name": "a", "allocatable": {"cpu": "-1"}}]})),
+                Some((
+                    rules::POLICY_NODE_TEMPLATE_INVALID,
+                    "spec.nodeTemplates[0].allocatable.cpu",
+                )),
+            ),
+            (
+                policy(
+                    json!({"nodeTemplates": [{"name": "a", "allocatable": {"cpu": "8 cores"}}]}),
+                ),
+                Some((
+                    rules::POLICY_NODE_TEMPLATE_INVALID,
+                    "spec.nodeTemplates[0].allocatable.cpu",
+                )),
+            ),
+            (
+                policy(json!({"nodeTemplates": [{"name": "a", "allocatable": {},
+                    "taints": [{"key": "x", "effect": "NoRun"}]}]})),
+                Some((
+                    rules::POLICY_NODE_TEMPLATE_INVALID,
+                    "spec.nodeTemplates[0].taints[0].effect",
+                )),
+            ),
+            (
+                policy(json!({"nodeTemplates": [{"name": "a", "allocatable": {},
+                    "taints": [{"key": "", "effect": "NoSchedule"}]}]})),
+                Some((
+                    rules::POLICY_NODE_TEMPLATE_INVALID,
+                    "spec.nodeTemplates[0].taints[0].key",
+                )),
+            ),
+            (
+                policy(
+                    json!({"nodeTemplates": [{"name": "a", "allocatable": {}, "allocatables": {}}]}),
+                ),
+                Some((
+                    rules::POLICY_UNKNOWN_FIELD,
+                    "spec.nodeTemplates[0].allocatables",
+                )),
             ),
         ];
         for (object, expected) in table {

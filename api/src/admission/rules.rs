@@ -15,7 +15,7 @@ use crate::feasibility::{self, Feasibility, NodeShape};
 use crate::finding::{Compat, Finding};
 use crate::keys;
 use crate::quantity::ResourceQuantity;
-use crate::queue_policy::{Enforcement, InfeasibleAction, QueuePolicy};
+use crate::queue_policy::{self, Enforcement, InfeasibleAction, QueuePolicy};
 use crate::sizing::GangSize;
 use crate::validation::ValidationContext;
 use crate::volcano::QueueState;
@@ -469,7 +469,9 @@ fn feasibility_rules(
 ) {
     let (action, denying) = infeasible_action(&scope.policies);
     if action != InfeasibleAction::Ignore {
-        findings.extend(feasibility_findings(typed, gang, scope.nodes, denying));
+        let templates = queue_policy::node_templates(&scope.policies);
+        let nodes = feasibility::with_templates(scope.nodes, &templates);
+        findings.extend(feasibility_findings(typed, gang, &nodes, denying));
     }
 }
 

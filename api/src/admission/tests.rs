@@ -1020,7 +1020,7 @@ fn with_no_node_known_feasibility_is_not_checked_and_never_denies() {
         [(
             rules::FEASIBILITY_NOT_CHECKED.to_string(),
             Severity::Warning,
-            "spec.rayClusterSpec: the cluster has no schedulable nodes yet; feasibility not checked"
+            "spec.rayClusterSpec: the cluster has no schedulable nodes yet; feasibility not checked (a QueuePolicy's nodeTemplates can name the nodes an autoscaler adds)"
                 .to_string()
         )]
     );
@@ -1031,8 +1031,41 @@ fn with_no_node_known_feasibility_is_not_checked_and_never_denies() {
             .into_iter()
             .map(|f| f.2)
             .collect::<Vec<_>>(),
-        ["spec: the cluster has no schedulable nodes yet; feasibility not checked"]
+        [
+            "spec: the cluster has no schedulable nodes yet; feasibility not checked (a QueuePolicy's nodeTemplates can name the nodes an autoscaler adds)"
+        ]
     );
+}
+
+#[test]
+fn a_policys_node_templates_judge_a_cluster_scaled_to_zero() {
+    let pool = |cpu: &str| {
+        policy(
+            "autoscaled",
+            json!({"infeasible": "Deny", "nodeTemplates": [
+                {"name": "pool", "allocatable": {"cpu": cpu, "memory": "64Gi"}}]}),
+        )
+    };
+    // No node exists, but the autoscaler can add nodes of the pool: checked, and it fits.
+    let fits = Case::create("scale from zero", job(&[], 3))
+        .nodes(Vec::new())
+        .policies(vec![pool("16")]);
+    assert_eq!(feasibility_findings(&fits), []);
+    assert!(fits.review().allowed());
+    // A Pod larger than the template's nodes is infeasible, and the template is named.
+    let too_big = Case::create("larger than the pool", job(&[], 0))
+        .nodes(Vec::new())
+        .policies(vec![pool("100m")]);
+    let found = feasibility_findings(&too_big);
+    assert!(
+        found.iter().any(
+            |(rule, severity, message)| rule == rules::RAY_OBJECT_INFEASIBLE
+                && *severity == Severity::Error
+                && message.contains("the largest node offers 100m (template pool)")
+        ),
+        "{found:?}"
+    );
+    assert!(!too_big.review().allowed());
 }
 
 #[test]

@@ -183,7 +183,10 @@ fn a_missing_name_is_the_api_server_s_error_alone() {
 #[test]
 fn a_null_label_or_annotation_value_is_the_empty_string_as_stored() {
     let meta = json!({"name": "demo", "labels": {"team": null}, "annotations": {"note": null}});
-    let checked = report(job(meta, valid_job()["spec"].clone()), FieldValidation::Strict);
+    let checked = report(
+        job(meta, valid_job()["spec"].clone()),
+        FieldValidation::Strict,
+    );
     assert!(checked.valid, "{:?}", checked.findings);
     // An invalid key is still named, whatever its value.
     let (rule, field, _) = first_error(job(

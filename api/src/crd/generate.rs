@@ -137,6 +137,18 @@ pub(crate) fn queue_policy_crd() -> CustomResourceDefinition {
             quantity.description = None;
             quantity.pattern = Some(QUANTITY_PATTERN.to_owned());
         }
+        let allocatable = descend(root, &["spec", "nodeTemplates"])
+            .and_then(|n| n.items.as_mut())
+            .and_then(|items| match items {
+                JSONSchemaPropsOrArray::Schema(item) => item.properties.as_mut(),
+                JSONSchemaPropsOrArray::Schemas(_) => None,
+            })
+            .and_then(|properties| properties.get_mut("allocatable"))
+            .and_then(|n| n.additional_properties.as_mut());
+        if let Some(JSONSchemaPropsOrBool::Schema(quantity)) = allocatable {
+            quantity.description = None;
+            quantity.pattern = Some(QUANTITY_PATTERN.to_owned());
+        }
     }
     crd
 }

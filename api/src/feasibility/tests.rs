@@ -670,3 +670,64 @@ spec: {unschedulable: "yes"}
         results[3]
     );
 }
+
+/// A node template of a QueuePolicy, as written.
+fn template(value: Value) -> NodeShape {
+    NodeShape::of_template(&serde_json::from_value(value).expect("a node template"))
+}
+
+#[test]
+fn node_templates_are_nodes_an_autoscaler_adds_as_many_of_as_needed() {
+    let gpu_pool = template(json!({
+        "name": "gpu-pool", "labels": {"pool": "gpu"},
+        "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+                   {"key": "soft", "effect": "PreferNoSchedule"}],
+        "allocatable": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "8"}}));
+    let gpu_worker = |replicas: i64, tolerate: bool| {
+        let mut extra = json!({"nodeSelector": {"pool": "gpu"}});
+        if tolerate {
+            extra["tolerations"] = json!([{"key": "nvidia.com/gpu", "operator": "Exists"}]);
+        }
+        raycluster(cluster_spec(
+            pod_spec(json!({"cpu": "1"}), json!({})),
+            json!([worker(
+                "gpu",
+                replicas,
+                pod_spec(json!({"cpu": "4", "nvidia.com/gpu": "8"}), extra)
+            )]),
+        ))
+    };
+    // A cluster scaled to zero is judged against its template: 16 GPU workers fit, since the
+    // autoscaler adds as many nodes as the gang needs, and the head fits no template.
+    assert_eq!(
+        found(gpu_worker(16, true), std::slice::from_ref(&gpu_pool)),
+        [
+            "spec.headGroupSpec.template.spec: head Pod: no node tolerated: node template gpu-pool has taint nvidia.com/gpu=present:NoSchedule"
+        ]
+    );
+    // With a node for the head, nothing is infeasible: not the 16 workers' group, not the
+    // gang's 128 GPUs.
+    let nodes = [small("cpu-1"), gpu_pool.clone()];
+    assert_eq!(found(gpu_worker(16, true), &nodes), Vec::<String>::new());
+    // The template's taints count like a node's; its name says it is a template.
+    assert_eq!(
+        found(gpu_worker(1, false), &nodes),
+        [
+            "spec.workerGroupSpecs[0].template.spec: worker group \"gpu\" Pod: no node tolerated: node template gpu-pool has taint nvidia.com/gpu=present:NoSchedule"
+        ]
+    );
+    // A Pod larger than the template's nodes stays infeasible, and says so.
+    let huge = raycluster(cluster_spec(
+        pod_spec(
+            json!({"cpu": "16"}),
+            json!({"tolerations": [{"operator": "Exists"}]}),
+        ),
+        json!([]),
+    ));
+    assert_eq!(
+        found(huge, &nodes),
+        [format!(
+            "{HEAD}: head Pod asks cpu 16; the largest node offers 8 (template gpu-pool)"
+        )]
+    );
+}
