@@ -18,14 +18,15 @@ use std::time::Duration;
 use futures::channel::mpsc;
 use futures::future::{BoxFuture, Shared};
 use futures::{FutureExt, SinkExt, Stream, StreamExt, TryStreamExt};
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event, ExponentialBackoff, watcher};
 use kube::runtime::{WatchStreamExt, utils::ResetTimerBackoff};
 use kube::{Api, Client, Resource, ResourceExt};
 use raygate_api::feasibility::NodeShapes;
+use raygate_api::queue_policy::QueuePolicy;
 use raygate_api::ray::v1::{RayCluster, RayJob};
 use raygate_api::volcano::{PodGroup, Queue};
 use raygate_api::{keys, observed};
@@ -112,9 +113,18 @@ where
     }
 }
 
-impl Cache<Queue> {
-    /// Every Volcano Queue (cluster-scoped, so the same in each namespace scope).
-    fn queues(client: &Client) -> Self {
+impl<K> Cache<K>
+where
+    K: Resource<DynamicType = (), Scope = ClusterResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    /// Every object of a cluster-scoped kind (the same in each namespace scope).
+    fn cluster_scoped(client: &Client) -> Self {
         Self::of(Api::all(client.clone()), watch_config(None))
     }
 }
@@ -367,6 +377,9 @@ pub struct Caches {
     /// Volcano Queues: a change of a queue wakes the Ray objects whose PodGroup is in it, so
     /// their `GangPending` condition follows (docs/reconciler.md, "Why a gang is pending").
     pub queues: Cache<Queue>,
+    /// raygate's QueuePolicies: their node templates join the nodes feasibility judges a
+    /// namespace's gangs against, and a change of one wakes the Ray objects whose gang waits.
+    pub queue_policies: Cache<QueuePolicy>,
     /// Node shapes: whether the nodes could ever hold a waiting gang, and a change of a shape
     /// wakes the Ray objects whose gang waits (docs/reconciler.md, "Why a gang is pending").
     pub nodes: NodeWatch,
@@ -421,7 +434,8 @@ impl Caches {
             services,
             jobs,
             pod_groups,
-            queues: Cache::queues(client),
+            queues: Cache::cluster_scoped(client),
+            queue_policies: Cache::cluster_scoped(client),
             nodes: NodeWatch::new(client),
             first_lists,
         }
@@ -446,7 +460,7 @@ impl Caches {
                 self.jobs.run(),
                 self.pod_groups.run(),
                 self.queues.run(),
-                self.nodes.run(),
+                futures::future::join(self.queue_policies.run(), self.nodes.run()),
             ),
         );
         tokio::select! {

@@ -1,6 +1,7 @@
 //! What every controller shares: the client, the configuration, metrics, the cached
 //! Namespaces and the shutdown signal, and how a failed reconcile is reported and retried.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -14,6 +15,8 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use raygate_api::coexist;
+use raygate_api::feasibility::{self, NodeShape};
+use raygate_api::queue_policy::{self, QueuePolicy};
 use raygate_api::validation::ReconcilerKind;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -305,6 +308,27 @@ impl Context {
             Some((ReconcilerKind::Kuberay, scope)) => scope,
             _ => NamespaceScope::Ignored,
         }
+    }
+
+    /// The node templates of the QueuePolicies in `policies` that govern `namespace` (an opted-in
+    /// namespace they select), with the Node shapes `nodes`: what feasibility judges the
+    /// namespace's gangs against, as the webhook does at admission.
+    pub fn judged_nodes<'n>(
+        &self,
+        namespace: &str,
+        policies: &[Arc<QueuePolicy>],
+        nodes: &'n [Arc<NodeShape>],
+    ) -> Cow<'n, [Arc<NodeShape>]> {
+        let Some(ns) = self.namespaces.get(&ObjectRef::new(namespace)) else {
+            return Cow::Borrowed(nodes);
+        };
+        let empty = BTreeMap::new();
+        let labels = ns.metadata.labels.as_ref().unwrap_or(&empty);
+        if !self.config.opt_in_label.selects(labels) {
+            return Cow::Borrowed(nodes);
+        }
+        let governing = queue_policy::matching_policies(policies, labels);
+        feasibility::with_templates(nodes, &queue_policy::node_templates(&governing))
     }
 
     /// Which controller runs the namespace's Ray objects, and whether it is opted into

@@ -701,6 +701,29 @@ async fn a_deny_policy_refuses_an_infeasible_ray_job_and_nothing_is_created() {
     create(&ns, &reconciled_ray_job("fits", 1), true)
         .await
         .expect("a feasible RayJob is admitted");
+    // A node pool an autoscaler can add, named by the policy, can hold it: admitted, though no
+    // node of the cluster could.
+    let gpu_pool = json!({"spec": {"nodeTemplates": [{"name": "gpu-pool",
+        "allocatable": {"cpu": "96", "memory": "768Gi", "nvidia.com/gpu": "8"}}]}});
+    policies
+        .patch(
+            &policy_name,
+            &PatchParams::default(),
+            &Patch::Merge(&gpu_pool),
+        )
+        .await
+        .expect("add a node template");
+    ns.wait_for(
+        "the infeasible RayJob admitted once a node template can hold it",
+        SETTLE,
+        || async {
+            match create(&ns, &job, true).await {
+                Ok(_) => Ok(Some(())),
+                Err(message) => anyhow::bail!("still denied: {message}"),
+            }
+        },
+    )
+    .await;
     policies
         .delete(&policy_name, &DeleteParams::default())
         .await

@@ -11,6 +11,7 @@
 //! the operator raygate stands in for, [`raygate_api::keys::KUBERAY_MANAGED_BY`]) are
 //! reconciled; any other value (e.g. Kueue's MultiKueue) hands the cluster to that manager.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,6 +27,7 @@ use raygate_api::cluster::status as cluster_status;
 use raygate_api::cluster::{self, Action, FailedWrite, Snapshot};
 use raygate_api::feasibility::{NodeShape, NodeShapes};
 use raygate_api::keys;
+use raygate_api::queue_policy::QueuePolicy;
 use raygate_api::ray::v1::{RayCluster, RayClusterStatus};
 use raygate_api::volcano::{PodGroup, Queue};
 use serde_json::Value;
@@ -59,6 +61,7 @@ pub(crate) struct ClusterReads {
     pub(super) services: Store<Service>,
     pub(super) pod_groups: Store<PodGroup>,
     pub(super) queues: Store<Queue>,
+    pub(super) queue_policies: Store<QueuePolicy>,
     pub(super) nodes: NodeShapes,
 }
 
@@ -106,8 +109,21 @@ impl ClusterReads {
             services: caches.services.store(),
             pod_groups: caches.pod_groups.store(),
             queues: caches.queues.store(),
+            queue_policies: caches.queue_policies.store(),
             nodes: caches.nodes.shapes(),
         }
+    }
+
+    /// The nodes feasibility judges the gangs of `namespace` against: the Node shapes, with the
+    /// node templates of the QueuePolicies that govern the namespace ([`Context::judged_nodes`]).
+    pub(super) fn judged_nodes(&self, ctx: &Context, namespace: &str) -> Arc<[Arc<NodeShape>]> {
+        let shapes = self.nodes.snapshot();
+        let with_templates =
+            match ctx.judged_nodes(namespace, &self.queue_policies.state(), &shapes) {
+                Cow::Owned(all) => Some(all),
+                Cow::Borrowed(_) => None,
+            };
+        with_templates.map_or(shapes, Into::into)
     }
 
     /// The Pods the RayCluster `namespace`/`name` (UID `uid`) controls, terminating ones too.
@@ -129,6 +145,7 @@ impl ClusterReads {
     /// own PodGroup and that PodGroup's queue.
     async fn observe(
         &self,
+        ctx: &Context,
         cluster: &RayCluster,
         namespace: &str,
         name: &str,
@@ -162,7 +179,7 @@ impl ClusterReads {
             worker_service,
             pod_group,
             queue,
-            nodes: self.nodes.snapshot(),
+            nodes: self.judged_nodes(ctx, namespace),
         }
     }
 
@@ -185,7 +202,7 @@ impl ClusterReads {
             return None;
         }
         let observed = self
-            .observe(cluster, &namespace, &name, &pods, volcano)
+            .observe(ctx, cluster, &namespace, &name, &pods, volcano)
             .await;
         let now = Time(Timestamp::now());
         cluster::ready_status_due(
@@ -238,6 +255,7 @@ pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
     });
     let pod_groups = caches.pod_groups.store();
     let waiting_groups = caches.pod_groups.store();
+    let governed_groups = caches.pod_groups.store();
     let results = (gated.controller)
         .owns_stream(caches.pods.subscribe())
         .owns_stream(caches.services.subscribe())
@@ -247,6 +265,9 @@ pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
         })
         .watches_stream(caches.nodes.subscribe(), move |_node| {
             owners_waiting::<RayCluster>(&waiting_groups)
+        })
+        .watches_stream(caches.queue_policies.subscribe(), move |_policy| {
+            owners_waiting::<RayCluster>(&governed_groups)
         })
         .run(reconcile, error_policy, shared);
     alongside(drain(NAME, results), gated.gate)
@@ -304,7 +325,7 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
     // created leads to a create answered AlreadyExists, never to a second Pod.
     let pods = children.controlled_pods(&namespace, &name, &uid);
     let observed = children
-        .observe(cluster, &namespace, &name, &pods, volcano)
+        .observe(ctx, cluster, &namespace, &name, &pods, volcano)
         .await;
     let now = Time(Timestamp::now());
     let sub_groups = ctx.sub_groups.supported();
@@ -525,6 +546,7 @@ mod tests {
             services: reflector::store::<Service>().0,
             pod_groups: reflector::store::<PodGroup>().0,
             queues: reflector::store::<Queue>().0,
+            queue_policies: reflector::store::<QueuePolicy>().0,
             nodes: NodeShapes::default(),
         };
         (caches, pod_writer)

@@ -97,6 +97,7 @@ pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
     });
     let pod_groups = caches.pod_groups.store();
     let waiting_groups = caches.pod_groups.store();
+    let governed_groups = caches.pod_groups.store();
     let clusters = caches.ray_clusters.store();
     let results = (gated.controller)
         .owns_stream(caches.ray_clusters.subscribe())
@@ -107,6 +108,9 @@ pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
         })
         .watches_stream(caches.nodes.subscribe(), move |_node| {
             owners_waiting::<RayJob>(&waiting_groups)
+        })
+        .watches_stream(caches.queue_policies.subscribe(), move |_policy| {
+            owners_waiting::<RayJob>(&governed_groups)
         })
         .watches_stream(caches.pods.subscribe(), move |pod| {
             rayjob_of_ready_pod(&clusters, &pod)
@@ -225,7 +229,7 @@ async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> 
             GangPods::of(members.iter().map(|p| p.as_ref()), name)
         })
         .unwrap_or_default();
-    let nodes = children.nodes.snapshot();
+    let nodes = children.judged_nodes(&shared.ctx, ns);
     let ray_job = match &reads.ray_job {
         None => RayJobObservation::NotQueried,
         Some((url, id)) => match shared.dashboard.job(url, id).await {
