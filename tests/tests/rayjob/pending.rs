@@ -13,11 +13,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher::{self, Event};
+use raygate_api::queue_policy::QueuePolicy;
 use raygate_api::ray::v1::RayJob;
 use raygate_api::volcano::{PodGroup, Queue};
 use raygate_e2e::cleanup::DeleteOnDrop;
 use raygate_e2e::kubectl;
-use raygate_e2e::nodes::{FakeNode, placement};
+use raygate_e2e::nodes::{FakeNode, POOL_KEY, placement};
 use raygate_e2e::reconciler::{PRIVATE_RECONCILER_LABEL, Reconciler};
 use raygate_e2e::{Env, TestNamespace};
 use serde::de::DeserializeOwned;
@@ -541,7 +542,7 @@ async fn node_causes_are_named_with_their_numbers_within_two_seconds_and_clear_w
 }
 
 #[tokio::test]
-async fn a_gang_no_node_could_ever_hold_is_infeasible_and_moves_on_when_a_node_that_can_joins() {
+async fn a_gang_no_node_could_ever_hold_is_infeasible_until_a_template_or_a_node_can() {
     let env = Env::load();
     let ns = TestNamespace::with_labels(&env, "rayjob-pending-infeasible", &OPT_IN).await;
     let _reconciler = Reconciler::start(&env, &ns, None).await;
@@ -575,6 +576,42 @@ async fn a_gang_no_node_could_ever_hold_is_infeasible_and_moves_on_when_a_node_t
         condition.message
     );
     assert_eq!(gang_column(&ns, "never").await, "Infeasible");
+
+    // A QueuePolicy names a node pool an autoscaler can add that could hold it: the gang is no
+    // longer infeasible, only waiting for nodes (none of the pool exists).
+    let config = env.kube_config().await;
+    let policy_name = format!("{}-pool", ns.name());
+    let _policy = DeleteOnDrop::<QueuePolicy>::new(&config, &policy_name);
+    let policy: QueuePolicy = serde_json::from_value(json!({
+        "apiVersion": "raygate.io/v1alpha1", "kind": "QueuePolicy",
+        "metadata": {"name": policy_name},
+        "spec": {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns.name()}},
+            "nodeTemplates": [{"name": "pool", "labels": {POOL_KEY: pool.as_str(), "type": "kwok"},
+                "taints": [{"key": POOL_KEY, "value": pool.as_str(), "effect": "NoSchedule"}],
+                "allocatable": {"cpu": "2", "memory": "8Gi", "pods": "110"}}],
+        },
+    }))
+    .expect("a QueuePolicy");
+    let before = Instant::now();
+    Api::<QueuePolicy>::all(ns.client())
+        .create(&PostParams::default(), &policy)
+        .await
+        .expect("create the QueuePolicy");
+    let (at, condition) = recorder
+        .first_after(
+            &ns,
+            "InsufficientNodeResources once a node template can hold it",
+            before,
+            RUN,
+            waiting_for("InsufficientNodeResources"),
+        )
+        .await;
+    eprintln!(
+        "a node template can hold it, after {:?}: {}",
+        at - before,
+        condition.message
+    );
 
     // A node that can hold it joins: nobody touches the RayJob, and its gang is bound.
     let before = Instant::now();
