@@ -248,8 +248,8 @@ impl NodeWatch {
     }
 
     /// A stream of the Nodes whose shape changed from now on: added, changed or deleted (a
-    /// relist that changed shapes is told as one Node without a name). Subscribe before
-    /// [`Caches::run`].
+    /// relist that changed shapes is told as its last Node: controllers take a trigger's name,
+    /// so it must be a real one). Subscribe before [`Caches::run`].
     pub fn subscribe(&mut self) -> impl Stream<Item = Result<Node, watcher::Error>> + Send + use<> {
         let (sender, receiver) = mpsc::channel(SUBSCRIBER_BUFFER);
         self.subscribers.push(sender);
@@ -265,6 +265,7 @@ impl NodeWatch {
         } = self;
         let events = watcher(api, watch_config(None)).backoff(watch_backoff());
         futures::pin_mut!(events);
+        let mut last_relisted = None;
         while let Some(event) = events.next().await {
             let changed = match event {
                 Ok(Event::Init) => {
@@ -273,9 +274,14 @@ impl NodeWatch {
                 }
                 Ok(Event::InitApply(node)) => {
                     shapes.relisted(&node);
+                    last_relisted = Some(node);
                     None
                 }
-                Ok(Event::InitDone) => shapes.end_relist().then(Node::default),
+                Ok(Event::InitDone) => {
+                    let changed = shapes.end_relist();
+                    // A relist that found no Node makes no gang feasible: nothing to wake.
+                    last_relisted.take().filter(|_| changed)
+                }
                 Ok(Event::Apply(node)) => shapes.apply(&node).then_some(node),
                 Ok(Event::Delete(node)) => {
                     let name = node.metadata.name.as_deref().unwrap_or_default();
