@@ -669,11 +669,21 @@ impl<'a> Placement<'a> {
         self.terms.is_none_or(|terms| terms_match(terms, node))
     }
 
-    /// The first of `node`'s taints the Pod does not tolerate.
+    /// The first of `node`'s taints the Pod does not tolerate. A `NoSchedule` taint whose key
+    /// is an extended resource the Pod asks for counts as tolerated: the API server's
+    /// ExtendedResourceToleration admission plugin (on in GKE and AKS, for GPU node pools)
+    /// adds that toleration to the Pod, and a cluster without it is at worst told too little,
+    /// never that a schedulable Pod is not.
     fn untolerated<'n>(&self, node: &'n NodeShape) -> Option<&'n NodeTaint> {
-        node.taints
-            .iter()
-            .find(|taint| !self.tolerations.iter().any(|t| tolerates(t, taint)))
+        let added_by_admission = |taint: &NodeTaint| {
+            taint.effect == "NoSchedule"
+                && is_extended_resource(&taint.key)
+                && self.asked.iter().any(|(name, _)| **name == taint.key)
+        };
+        node.taints.iter().find(|taint| {
+            let tolerated = self.tolerations.iter().any(|t| tolerates(t, taint));
+            !(tolerated || added_by_admission(taint))
+        })
     }
 
     /// How many copies of the Pod `node` holds when empty; unbounded without any request, and
@@ -774,16 +784,18 @@ fn resource_cause(
     nodes: &[&NodeShape],
 ) -> Option<Cause> {
     for (resource, asks) in &placement.asked {
+        // The node is named only once found: a name per node looked at cost more than the
+        // rest of a review on a large cluster.
         let largest = nodes
             .iter()
-            .map(|n| (n.offers(resource), n.label()))
+            .map(|n| (n.offers(resource), *n))
             .filter(|(offers, _)| !offers.is_zero())
-            .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.cmp(&a.1)));
-        if largest.as_ref().is_none_or(|(offers, _)| *offers < **asks) {
+            .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.name.cmp(&a.1.name)));
+        if largest.is_none_or(|(offers, _)| offers < **asks) {
             return Some(Cause::Resource {
                 resource: (*resource).clone(),
                 asks: **asks,
-                largest,
+                largest: largest.map(|(offers, node)| (offers, node.label())),
             });
         }
     }
@@ -801,6 +813,16 @@ fn resource_cause(
         needs: pod.count,
         holds,
     })
+}
+
+/// Whether `name` is an extended resource (apimachinery's `IsExtendedResourceName`): a
+/// qualified name outside the `kubernetes.io` domain, not a quota's `requests.` form.
+fn is_extended_resource(name: &str) -> bool {
+    let Some((domain, _)) = name.split_once('/') else {
+        return false;
+    };
+    let kubernetes = domain == "kubernetes.io" || domain.ends_with(".kubernetes.io");
+    !(kubernetes || name.starts_with("requests."))
 }
 
 /// Whether a node matches required node affinity: any term matches (a term with no

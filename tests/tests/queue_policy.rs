@@ -729,3 +729,103 @@ async fn a_deny_policy_refuses_an_infeasible_ray_job_and_nothing_is_created() {
         .await
         .expect("delete QueuePolicy");
 }
+
+#[tokio::test]
+async fn each_kind_of_infeasibility_is_named_at_apply() {
+    let env = Env::load();
+    let ns = opted_in_namespace(&env, "qp-infeasible-kinds").await;
+    let policies: Api<QueuePolicy> = Api::all(ns.client());
+    let policy_name = format!("{}-infeasible", ns.name());
+    policies
+        .create(
+            &PostParams::default(),
+            &policy(&policy_name, ns.name(), json!({"infeasible": "Deny"})),
+        )
+        .await
+        .expect("create QueuePolicy");
+    let suffix = format!(
+        "(QueuePolicy \"{policy_name}\" denies what can never be scheduled: infeasible: Deny)"
+    );
+    let edited = |edit: &dyn Fn(&mut Value)| {
+        let mut job = reconciled_ray_job("kind", 1);
+        edit(&mut job["spec"]);
+        job
+    };
+    let kwok_taint = env.var("RAYGATE_KWOK_NODE_TAINT");
+    let cases: Vec<(&str, Value, String)> = vec![
+        (
+            "a nodeSelector no node matches",
+            edited(&|spec| {
+                spec["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"] =
+                    json!({"disktype": "none-here"});
+            }),
+            "worker group \"w\" Pod: no node matches its nodeSelector disktype=none-here".into(),
+        ),
+        (
+            "required node affinity no node matches",
+            edited(&|spec| {
+                spec["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["affinity"] = json!({
+                    "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                    {"nodeSelectorTerms": [{"matchExpressions": [
+                        {"key": "kubernetes.io/arch", "operator": "In", "values": ["s390x"]}]}]}}});
+            }),
+            "head Pod: no node matches its required node affinity".into(),
+        ),
+        (
+            "taints not tolerated (the kwok nodes')",
+            edited(&|spec| {
+                spec["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["nodeSelector"] =
+                    json!({"type": "kwok"});
+            }),
+            "head Pod: no node tolerated: node ".into(),
+        ),
+        (
+            "a multi-host group larger than the nodes it may use",
+            edited(&|spec| {
+                let group = &mut spec["rayClusterSpec"]["workerGroupSpecs"][0];
+                group["replicas"] = json!(2);
+                group["numOfHosts"] = json!(2);
+                group["template"]["spec"]["nodeSelector"] = json!({"type": "real"});
+                group["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] =
+                    json!("1500m");
+            }),
+            "worker group \"w\" needs 4 Pods at once; the nodes they may run on hold at most 2 of them, even empty".into(),
+        ),
+        (
+            "a submitter Pod no node matches",
+            edited(&|spec| {
+                spec["submissionMode"] = json!("K8sJobMode");
+                spec["submitterPodTemplate"] = json!({"spec": {"restartPolicy": "Never",
+                    "nodeSelector": {"role": "none-here"},
+                    "containers": [{"name": "submit", "image": "rayproject/ray:2.60.0",
+                        "resources": {"requests": {"cpu": "500m", "memory": "200Mi"}}}]}});
+            }),
+            "submitter Pod: no node matches its nodeSelector role=none-here".into(),
+        ),
+    ];
+    for (i, (what, job, cause)) in cases.iter().enumerate() {
+        // The first waits for the webhook's caches to have the policy.
+        let message = if i == 0 {
+            wait_denied(&ns, job, &suffix).await
+        } else {
+            create(&ns, job, true)
+                .await
+                .expect_err(&format!("{what}: denied under infeasible: Deny"))
+        };
+        assert!(message.ends_with(&suffix), "{what}: {message}");
+        assert!(
+            message.contains(cause.as_str()),
+            "{what}: expected {cause:?} in {message}"
+        );
+        if what.starts_with("taints") {
+            assert!(
+                message.contains(kwok_taint),
+                "{what}: names the kwok taint: {message}"
+            );
+        }
+    }
+    policies
+        .delete(&policy_name, &DeleteParams::default())
+        .await
+        .expect("delete QueuePolicy");
+}

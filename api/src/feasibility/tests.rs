@@ -680,13 +680,13 @@ fn template(value: Value) -> NodeShape {
 fn node_templates_are_nodes_an_autoscaler_adds_as_many_of_as_needed() {
     let gpu_pool = template(json!({
         "name": "gpu-pool", "labels": {"pool": "gpu"},
-        "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+        "taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
                    {"key": "soft", "effect": "PreferNoSchedule"}],
         "allocatable": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "8"}}));
     let gpu_worker = |replicas: i64, tolerate: bool| {
         let mut extra = json!({"nodeSelector": {"pool": "gpu"}});
         if tolerate {
-            extra["tolerations"] = json!([{"key": "nvidia.com/gpu", "operator": "Exists"}]);
+            extra["tolerations"] = json!([{"key": "dedicated", "operator": "Exists"}]);
         }
         raycluster(cluster_spec(
             pod_spec(json!({"cpu": "1"}), json!({})),
@@ -702,7 +702,7 @@ fn node_templates_are_nodes_an_autoscaler_adds_as_many_of_as_needed() {
     assert_eq!(
         found(gpu_worker(16, true), std::slice::from_ref(&gpu_pool)),
         [
-            "spec.headGroupSpec.template.spec: head Pod: no node tolerated: node template gpu-pool has taint nvidia.com/gpu=present:NoSchedule"
+            "spec.headGroupSpec.template.spec: head Pod: no node tolerated: node template gpu-pool has taint dedicated=gpu:NoSchedule"
         ]
     );
     // With a node for the head, nothing is infeasible: not the 16 workers' group, not the
@@ -713,7 +713,7 @@ fn node_templates_are_nodes_an_autoscaler_adds_as_many_of_as_needed() {
     assert_eq!(
         found(gpu_worker(1, false), &nodes),
         [
-            "spec.workerGroupSpecs[0].template.spec: worker group \"gpu\" Pod: no node tolerated: node template gpu-pool has taint nvidia.com/gpu=present:NoSchedule"
+            "spec.workerGroupSpecs[0].template.spec: worker group \"gpu\" Pod: no node tolerated: node template gpu-pool has taint dedicated=gpu:NoSchedule"
         ]
     );
     // A Pod larger than the template's nodes stays infeasible, and says so.
@@ -730,4 +730,52 @@ fn node_templates_are_nodes_an_autoscaler_adds_as_many_of_as_needed() {
             "{HEAD}: head Pod asks cpu 16; the largest node offers 8 (template gpu-pool)"
         )]
     );
+}
+
+#[test]
+fn a_no_schedule_taint_named_after_an_extended_resource_the_pod_asks_for_is_tolerated() {
+    let gpu_node = node(
+        "gpu-1",
+        json!({"cpu": "8", "nvidia.com/gpu": "8"}),
+        json!({"spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]}}),
+    );
+    let asks = |requests: Value| head_only(pod_spec(requests, json!({})));
+    // As the ExtendedResourceToleration admission plugin makes it: a GPU Pod tolerates the
+    // GPU pool's taint.
+    assert_eq!(
+        found(
+            asks(json!({"cpu": "1", "nvidia.com/gpu": "1"})),
+            std::slice::from_ref(&gpu_node)
+        ),
+        Vec::<String>::new()
+    );
+    // A Pod that asks no GPU does not.
+    assert_eq!(
+        found(asks(json!({"cpu": "1"})), std::slice::from_ref(&gpu_node)),
+        [format!(
+            "{HEAD}: head Pod: no node tolerated: node gpu-1 has taint nvidia.com/gpu=present:NoSchedule"
+        )]
+    );
+    // Nor is a NoExecute taint, or one named after a native resource, tolerated that way.
+    let taint = |key: &str, effect: &str| {
+        node(
+            "n",
+            json!({"cpu": "8", "nvidia.com/gpu": "8"}),
+            json!({"spec": {"taints": [{"key": key, "effect": effect}]}}),
+        )
+    };
+    for (key, effect) in [("nvidia.com/gpu", "NoExecute"), ("cpu", "NoSchedule")] {
+        assert_eq!(
+            found(
+                asks(json!({"cpu": "1", "nvidia.com/gpu": "1"})),
+                &[taint(key, effect)]
+            )
+            .len(),
+            1,
+            "{key}:{effect}"
+        );
+    }
+    assert!(is_extended_resource("example.com/fpga"));
+    assert!(!is_extended_resource("kubernetes.io/batch"));
+    assert!(!is_extended_resource("hugepages-2Mi"));
 }
