@@ -29,8 +29,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
-    Container, Node, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Toleration,
+    Container, Node, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Taint, Toleration,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::check::{Typed, type_meta};
 use crate::input::Document;
@@ -89,32 +90,12 @@ impl NodeShape {
     /// The shape of a Node object.
     pub fn of(node: &Node) -> NodeShape {
         let spec = node.spec.as_ref();
-        let taints = spec
-            .and_then(|s| s.taints.as_ref())
-            .into_iter()
-            .flatten()
-            .filter(|t| matches!(t.effect.as_str(), "NoSchedule" | "NoExecute"))
-            .map(|t| NodeTaint {
-                key: t.key.clone(),
-                value: t.value.clone().unwrap_or_default(),
-                effect: t.effect.clone(),
-            })
-            .collect();
-        let allocatable = node
-            .status
-            .as_ref()
-            .and_then(|s| s.allocatable.as_ref())
-            .into_iter()
-            .flatten()
-            .filter_map(|(name, quantity)| {
-                Some((name.clone(), ResourceQuantity::try_from(quantity).ok()?))
-            })
-            .collect();
+        let allocatable = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
         NodeShape {
             name: node.metadata.name.clone().unwrap_or_default(),
             labels: node.metadata.labels.clone().unwrap_or_default(),
-            taints,
-            allocatable,
+            taints: keeping_pods_off(spec.and_then(|s| s.taints.as_deref())),
+            allocatable: quantities(allocatable),
             unschedulable: spec.and_then(|s| s.unschedulable) == Some(true),
             template: false,
         }
@@ -126,22 +107,8 @@ impl NodeShape {
         NodeShape {
             name: template.name.clone(),
             labels: template.labels.clone().unwrap_or_default(),
-            taints: template
-                .taints
-                .iter()
-                .flatten()
-                .filter(|t| matches!(t.effect.as_str(), "NoSchedule" | "NoExecute"))
-                .map(|t| NodeTaint {
-                    key: t.key.clone(),
-                    value: t.value.clone().unwrap_or_default(),
-                    effect: t.effect.clone(),
-                })
-                .collect(),
-            allocatable: template
-                .allocatable
-                .iter()
-                .filter_map(|(name, q)| Some((name.clone(), ResourceQuantity::try_from(q).ok()?)))
-                .collect(),
+            taints: keeping_pods_off(template.taints.as_deref()),
+            allocatable: quantities(Some(&template.allocatable)),
             unschedulable: false,
             template: true,
         }
@@ -163,6 +130,30 @@ impl NodeShape {
             .copied()
             .unwrap_or(ResourceQuantity::ZERO)
     }
+}
+
+/// The taints that keep Pods off a node: `NoSchedule` and `NoExecute` (never
+/// `PreferNoSchedule`).
+fn keeping_pods_off(taints: Option<&[Taint]>) -> Vec<NodeTaint> {
+    taints
+        .into_iter()
+        .flatten()
+        .filter(|t| matches!(t.effect.as_str(), "NoSchedule" | "NoExecute"))
+        .map(|t| NodeTaint {
+            key: t.key.clone(),
+            value: t.value.clone().unwrap_or_default(),
+            effect: t.effect.clone(),
+        })
+        .collect()
+}
+
+/// The entries of an allocatable map that are valid quantities.
+fn quantities(allocatable: Option<&BTreeMap<String, Quantity>>) -> Resources {
+    allocatable
+        .into_iter()
+        .flatten()
+        .filter_map(|(name, q)| Some((name.clone(), ResourceQuantity::try_from(q).ok()?)))
+        .collect()
 }
 
 impl AsRef<NodeShape> for NodeShape {

@@ -87,7 +87,7 @@ where
     config: watcher::Config,
     store: Store<K>,
     writer: reflector::store::Writer<K>,
-    subscribers: Vec<mpsc::Sender<Result<K, watcher::Error>>>,
+    subscribers: Subscribers<K>,
     /// Drops from each object what no decision reads of its kind, before it is stored: by
     /// default its `managedFields`.
     trim: fn(&mut K),
@@ -146,7 +146,7 @@ where
             config,
             store,
             writer,
-            subscribers: Vec::new(),
+            subscribers: Subscribers::default(),
             trim: |object| object.managed_fields_mut().clear(),
             indexes: Vec::new(),
         }
@@ -179,9 +179,7 @@ where
     /// A stream of every object the watch delivers from now on, changed or deleted, for a
     /// controller's trigger. Subscribe before [`Caches::run`].
     pub fn subscribe(&mut self) -> impl Stream<Item = Result<K, watcher::Error>> + Send + use<K> {
-        let (sender, receiver) = mpsc::channel(SUBSCRIBER_BUFFER);
-        self.subscribers.push(sender);
-        receiver
+        self.subscribers.subscribe()
     }
 
     /// Runs the watch until it ends with the process: fills the store, hands each object to
@@ -211,14 +209,35 @@ where
         futures::pin_mut!(objects);
         while let Some(event) = objects.next().await {
             match event {
-                Ok(object) => {
-                    for subscriber in &mut subscribers {
-                        // A subscriber that is gone has stopped with its controller.
-                        let _ = subscriber.send(Ok(object.clone())).await;
-                    }
-                }
+                Ok(object) => subscribers.send(&object).await,
                 Err(error) => tracing::warn!(%kind, %error, "watch failed; retrying"),
             }
+        }
+    }
+}
+
+/// The controllers a watch hands its objects to, each through a channel of its own.
+struct Subscribers<K>(Vec<mpsc::Sender<Result<K, watcher::Error>>>);
+
+impl<K> Default for Subscribers<K> {
+    fn default() -> Self {
+        Self(Vec::new())
+    }
+}
+
+impl<K: Clone> Subscribers<K> {
+    /// A stream of every object handed on from now on.
+    fn subscribe(&mut self) -> mpsc::Receiver<Result<K, watcher::Error>> {
+        let (sender, receiver) = mpsc::channel(SUBSCRIBER_BUFFER);
+        self.0.push(sender);
+        receiver
+    }
+
+    /// Hands `object` to every subscriber, waiting while one's buffer is full.
+    async fn send(&mut self, object: &K) {
+        for subscriber in &mut self.0 {
+            // A subscriber that is gone has stopped with its controller.
+            let _ = subscriber.send(Ok(object.clone())).await;
         }
     }
 }
@@ -230,7 +249,7 @@ where
 pub struct NodeWatch {
     api: Api<Node>,
     shapes: NodeShapes,
-    subscribers: Vec<mpsc::Sender<Result<Node, watcher::Error>>>,
+    subscribers: Subscribers<Node>,
 }
 
 impl NodeWatch {
@@ -238,7 +257,7 @@ impl NodeWatch {
         Self {
             api: Api::all(client.clone()),
             shapes: NodeShapes::default(),
-            subscribers: Vec::new(),
+            subscribers: Subscribers::default(),
         }
     }
 
@@ -251,9 +270,7 @@ impl NodeWatch {
     /// relist that changed shapes is told as its last Node: controllers take a trigger's name,
     /// so it must be a real one). Subscribe before [`Caches::run`].
     pub fn subscribe(&mut self) -> impl Stream<Item = Result<Node, watcher::Error>> + Send + use<> {
-        let (sender, receiver) = mpsc::channel(SUBSCRIBER_BUFFER);
-        self.subscribers.push(sender);
-        receiver
+        self.subscribers.subscribe()
     }
 
     /// Runs the watch until it ends with the process.
@@ -293,10 +310,7 @@ impl NodeWatch {
                 }
             };
             if let Some(node) = changed {
-                for subscriber in &mut subscribers {
-                    // A subscriber that is gone has stopped with its controller.
-                    let _ = subscriber.send(Ok(node.clone())).await;
-                }
+                subscribers.send(&node).await;
             }
         }
     }

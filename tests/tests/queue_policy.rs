@@ -659,10 +659,9 @@ async fn raygate_validate_cluster_warns_as_the_webhook_does_against_the_live_nod
     );
 }
 
-#[tokio::test]
-async fn a_deny_policy_refuses_an_infeasible_ray_job_and_nothing_is_created() {
-    let env = Env::load();
-    let ns = opted_in_namespace(&env, "qp-infeasible-deny").await;
+/// A QueuePolicy of `ns`'s own with `infeasible: Deny`: its API, its name and the end of the
+/// message of what it denies.
+async fn deny_infeasible(ns: &TestNamespace) -> (Api<QueuePolicy>, String, String) {
     let policies: Api<QueuePolicy> = Api::all(ns.client());
     let policy_name = format!("{}-infeasible", ns.name());
     policies
@@ -672,10 +671,18 @@ async fn a_deny_policy_refuses_an_infeasible_ray_job_and_nothing_is_created() {
         )
         .await
         .expect("create QueuePolicy");
-    let job = infeasible_ray_job("too-big");
     let suffix = format!(
         "(QueuePolicy \"{policy_name}\" denies what can never be scheduled: infeasible: Deny)"
     );
+    (policies, policy_name, suffix)
+}
+
+#[tokio::test]
+async fn a_deny_policy_refuses_an_infeasible_ray_job_and_nothing_is_created() {
+    let env = Env::load();
+    let ns = opted_in_namespace(&env, "qp-infeasible-deny").await;
+    let (policies, policy_name, suffix) = deny_infeasible(&ns).await;
+    let job = infeasible_ray_job("too-big");
     let message = wait_denied(&ns, &job, &suffix).await;
     assert!(message.contains(HEAD_TOO_BIG), "{message}");
     assert!(message.contains(NO_GPU), "{message}");
@@ -734,18 +741,7 @@ async fn a_deny_policy_refuses_an_infeasible_ray_job_and_nothing_is_created() {
 async fn each_kind_of_infeasibility_is_named_at_apply() {
     let env = Env::load();
     let ns = opted_in_namespace(&env, "qp-infeasible-kinds").await;
-    let policies: Api<QueuePolicy> = Api::all(ns.client());
-    let policy_name = format!("{}-infeasible", ns.name());
-    policies
-        .create(
-            &PostParams::default(),
-            &policy(&policy_name, ns.name(), json!({"infeasible": "Deny"})),
-        )
-        .await
-        .expect("create QueuePolicy");
-    let suffix = format!(
-        "(QueuePolicy \"{policy_name}\" denies what can never be scheduled: infeasible: Deny)"
-    );
+    let (policies, policy_name, suffix) = deny_infeasible(&ns).await;
     let edited = |edit: &dyn Fn(&mut Value)| {
         let mut job = reconciled_ray_job("kind", 1);
         edit(&mut job["spec"]);

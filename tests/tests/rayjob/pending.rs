@@ -278,6 +278,57 @@ async fn gang_column(ns: &TestNamespace, name: &str) -> String {
         .to_string()
 }
 
+/// A namespace with a reconciler and a queue of its own and one kwok node of `cpu` in its pool,
+/// where [`small_job`] `name` has been created and its PodGroup has appeared.
+struct OnOneNode {
+    env: Env,
+    ns: TestNamespace,
+    pool: String,
+    /// The RayJob's every version.
+    recorder: Recorder<RayJob>,
+    /// When the RayJob was created.
+    start: Instant,
+    /// When its PodGroup appeared.
+    born: Instant,
+    _reconciler: Reconciler,
+    _queue: TestQueue,
+    _node: FakeNode,
+}
+
+impl OnOneNode {
+    async fn start(prefix: &str, name: &str, cpu: &str) -> OnOneNode {
+        let env = Env::load();
+        let ns = TestNamespace::with_labels(&env, prefix, &OPT_IN).await;
+        let reconciler = Reconciler::start(&env, &ns, None).await;
+        let queue = TestQueue::create(&env, &ns, ns.name(), json!({"weight": 1})).await;
+        let pool = ns.name().to_string();
+        let node = FakeNode::create(
+            &env,
+            &ns,
+            &pool,
+            0,
+            &[("cpu", cpu), ("memory", "8Gi"), ("pods", "110")],
+        )
+        .await;
+        let recorder = Recorder::start(ns.api::<RayJob>(), name);
+        let groups = Recorder::start(ns.api::<PodGroup>(), &format!("ray-{name}-pg"));
+        let start = Instant::now();
+        create(&ns, &small_job(name, &queue.name, &pool)).await;
+        let born = pod_group_born(&ns, &groups, start).await;
+        OnOneNode {
+            env,
+            ns,
+            pool,
+            recorder,
+            start,
+            born,
+            _reconciler: reconciler,
+            _queue: queue,
+            _node: node,
+        }
+    }
+}
+
 #[tokio::test]
 async fn queue_causes_are_named_with_their_numbers_within_two_seconds_and_clear_when_the_gang_runs()
 {
@@ -472,29 +523,13 @@ async fn queue_causes_are_named_with_their_numbers_within_two_seconds_and_clear_
 #[tokio::test]
 async fn node_causes_are_named_with_their_numbers_within_two_seconds_and_clear_when_the_gang_runs()
 {
-    let env = Env::load();
-    let ns = TestNamespace::with_labels(&env, "rayjob-pending-nodes", &OPT_IN).await;
-    let _reconciler = Reconciler::start(&env, &ns, None).await;
-    let queue = TestQueue::create(&env, &ns, ns.name(), json!({"weight": 1})).await;
-    let pool = ns.name().to_string();
     // 600m: the head (500m) fits, the worker (250m) does not next to it.
-    let _small = FakeNode::create(
-        &env,
-        &ns,
-        &pool,
-        0,
-        &[("cpu", "600m"), ("memory", "8Gi"), ("pods", "110")],
-    )
-    .await;
-    let jobs = ns.api::<RayJob>();
-    let recorder = Recorder::start(jobs.clone(), "tight");
-    let groups = Recorder::start(ns.api::<PodGroup>(), "ray-tight-pg");
-    let start = Instant::now();
-    create(&ns, &small_job("tight", &queue.name, &pool)).await;
-    let born = pod_group_born(&ns, &groups, start).await;
+    let one = OnOneNode::start("rayjob-pending-nodes", "tight", "600m").await;
+    let (env, ns, recorder, pool) = (&one.env, &one.ns, &one.recorder, one.pool.clone());
+    let (start, born) = (one.start, one.born);
     let (at, condition) = recorder
         .first_after(
-            &ns,
+            ns,
             "InsufficientNodeResources",
             start,
             RUN,
@@ -512,26 +547,26 @@ async fn node_causes_are_named_with_their_numbers_within_two_seconds_and_clear_w
     // Volcano's first verdict may predate its node fit errors (a CI run saw "1 Pending; Pending:
     // 1 Unschedulable" alone); its next cycles name them, and the message follows.
     let (_, condition) = recorder
-        .first_after(&ns, "the node shortage named", at, DETAIL, |job| {
+        .first_after(ns, "the node shortage named", at, DETAIL, |job| {
             waiting_for("InsufficientNodeResources")(job)
                 .filter(|c| c.message.contains("; nodes lack cpu"))
         })
         .await;
     eprintln!("nodes too small, detailed: {}", condition.message);
-    assert_eq!(gang_column(&ns, "tight").await, "InsufficientNodeResources");
+    assert_eq!(gang_column(ns, "tight").await, "InsufficientNodeResources");
 
     // A second node: the gang is bound and the condition clears.
     let before = Instant::now();
     let _more = FakeNode::create(
-        &env,
-        &ns,
+        env,
+        ns,
         &pool,
         1,
         &[("cpu", "1"), ("memory", "8Gi"), ("pods", "110")],
     )
     .await;
     let (at, condition) = recorder
-        .first_after(&ns, "GangScheduled", before, RUN, scheduled)
+        .first_after(ns, "GangScheduled", before, RUN, scheduled)
         .await;
     eprintln!("cleared after {:?}: {}", at - before, condition.message);
     assert!(
@@ -543,28 +578,12 @@ async fn node_causes_are_named_with_their_numbers_within_two_seconds_and_clear_w
 
 #[tokio::test]
 async fn a_gang_no_node_could_ever_hold_is_infeasible_until_a_template_or_a_node_can() {
-    let env = Env::load();
-    let ns = TestNamespace::with_labels(&env, "rayjob-pending-infeasible", &OPT_IN).await;
-    let _reconciler = Reconciler::start(&env, &ns, None).await;
-    let queue = TestQueue::create(&env, &ns, ns.name(), json!({"weight": 1})).await;
-    let pool = ns.name().to_string();
     // 400m: neither the head (500m) nor the submitter (500m) fits, even on the empty node.
-    let _small = FakeNode::create(
-        &env,
-        &ns,
-        &pool,
-        0,
-        &[("cpu", "400m"), ("memory", "8Gi"), ("pods", "110")],
-    )
-    .await;
-    let jobs = ns.api::<RayJob>();
-    let recorder = Recorder::start(jobs.clone(), "never");
-    let groups = Recorder::start(ns.api::<PodGroup>(), "ray-never-pg");
-    let start = Instant::now();
-    create(&ns, &small_job("never", &queue.name, &pool)).await;
-    let born = pod_group_born(&ns, &groups, start).await;
+    let one = OnOneNode::start("rayjob-pending-infeasible", "never", "400m").await;
+    let (env, ns, recorder, pool) = (&one.env, &one.ns, &one.recorder, one.pool.clone());
+    let (start, born) = (one.start, one.born);
     let (at, condition) = recorder
-        .first_after(&ns, "Infeasible", start, RUN, waiting_for("Infeasible"))
+        .first_after(ns, "Infeasible", start, RUN, waiting_for("Infeasible"))
         .await;
     report("no node could ever hold it", at - born, &condition);
     let head = format!("head Pod asks cpu 500m; the largest node offers 400m ({pool}-0)");
@@ -575,7 +594,7 @@ async fn a_gang_no_node_could_ever_hold_is_infeasible_until_a_template_or_a_node
         "{}",
         condition.message
     );
-    assert_eq!(gang_column(&ns, "never").await, "Infeasible");
+    assert_eq!(gang_column(ns, "never").await, "Infeasible");
 
     // A QueuePolicy names a node pool an autoscaler can add that could hold it: the gang is no
     // longer infeasible, only waiting for nodes (none of the pool exists).
@@ -600,7 +619,7 @@ async fn a_gang_no_node_could_ever_hold_is_infeasible_until_a_template_or_a_node
         .expect("create the QueuePolicy");
     let (at, condition) = recorder
         .first_after(
-            &ns,
+            ns,
             "InsufficientNodeResources once a node template can hold it",
             before,
             RUN,
@@ -616,15 +635,15 @@ async fn a_gang_no_node_could_ever_hold_is_infeasible_until_a_template_or_a_node
     // A node that can hold it joins: nobody touches the RayJob, and its gang is bound.
     let before = Instant::now();
     let _big = FakeNode::create(
-        &env,
-        &ns,
+        env,
+        ns,
         &pool,
         1,
         &[("cpu", "2"), ("memory", "8Gi"), ("pods", "110")],
     )
     .await;
     let (at, condition) = recorder
-        .first_after(&ns, "GangScheduled", before, RUN, scheduled)
+        .first_after(ns, "GangScheduled", before, RUN, scheduled)
         .await;
     eprintln!("moved on after {:?}: {}", at - before, condition.message);
     assert!(
