@@ -30,7 +30,7 @@ use k8s_openapi::api::core::v1::Node;
 use raygate_api::admission::rules;
 use raygate_api::apply::{self, FieldValidation};
 use raygate_api::check::{self, ObjectReport};
-use raygate_api::feasibility::{self, NodeShape};
+use raygate_api::feasibility::{self, NodeKinds, NodeShape};
 use raygate_api::features::FeatureGates;
 use raygate_api::finding::{Finding, Severity};
 use raygate_api::input::{self, Document};
@@ -388,7 +388,7 @@ fn run(cli: Cli) -> Result<u8> {
             validate(
                 &files.files,
                 output,
-                nodes.as_deref(),
+                nodes.map(NodeKinds::from_shapes).as_ref(),
                 &rules.context(),
                 fields.validate,
             )
@@ -565,7 +565,7 @@ const NODE_LIST_PAGE: u32 = 500;
 fn validate(
     files: &[String],
     output: ValidateOutput,
-    nodes: Option<&[NodeShape]>,
+    nodes: Option<&NodeKinds>,
     ctx: &ValidationContext,
     fields: FieldValidation,
 ) -> Result<u8> {

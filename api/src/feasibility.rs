@@ -23,10 +23,8 @@
 //! MultiKueue, which runs it on another cluster) makes no Pod here, so nothing is found. The
 //! scheduler's rules this follows are described in docs/feasibility.md.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
     Container, Node, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Taint, Toleration,
@@ -41,11 +39,14 @@ use crate::queue_policy::NodeTemplate;
 use crate::ray::v1::{RayCluster, RayClusterSpec, RayJob};
 use crate::sizing::{self, GangSize, Resources};
 
+mod kinds;
 mod shapes;
+pub use kinds::NodeKinds;
 pub use shapes::NodeShapes;
 
-/// A node as feasibility sees it: only what the checks read, so that a cache of every node of a
-/// large cluster stays small.
+use kinds::{Candidate, reads_per_node};
+
+/// A node as feasibility sees it: only what the checks read. [`NodeKinds`] groups them by kind.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct NodeShape {
     /// `metadata.name`.
@@ -65,7 +66,7 @@ pub struct NodeShape {
 }
 
 /// A taint that keeps Pods that do not tolerate it off a node.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct NodeTaint {
     /// The taint's key.
     pub key: String,
@@ -113,23 +114,6 @@ impl NodeShape {
             template: true,
         }
     }
-
-    /// How findings name the node: its name, or `template <name>` for a node template.
-    fn label(&self) -> String {
-        if self.template {
-            format!("template {}", self.name)
-        } else {
-            self.name.clone()
-        }
-    }
-
-    /// The allocatable amount of `resource` (zero when the node does not report it).
-    fn offers(&self, resource: &str) -> ResourceQuantity {
-        self.allocatable
-            .get(resource)
-            .copied()
-            .unwrap_or(ResourceQuantity::ZERO)
-    }
 }
 
 /// The taints that keep Pods off a node: `NoSchedule` and `NoExecute` (never
@@ -154,12 +138,6 @@ fn quantities(allocatable: Option<&BTreeMap<String, Quantity>>) -> Resources {
         .flatten()
         .filter_map(|(name, q)| Some((name.clone(), ResourceQuantity::try_from(q).ok()?)))
         .collect()
-}
-
-impl AsRef<NodeShape> for NodeShape {
-    fn as_ref(&self) -> &NodeShape {
-        self
-    }
 }
 
 /// Which Pod of a Ray object a finding is about.
@@ -378,22 +356,6 @@ struct PodDemand<'a> {
     count: i64,
 }
 
-/// The nodes feasibility judges an object against: `nodes` (those that exist) and the shapes of
-/// `templates` (the nodes an autoscaler can add: the node templates of the object's QueuePolicies,
-/// [`crate::queue_policy::node_templates`]). Borrowed when there is no template.
-pub fn with_templates<'n>(
-    nodes: &'n [Arc<NodeShape>],
-    templates: &[&NodeTemplate],
-) -> Cow<'n, [Arc<NodeShape>]> {
-    if templates.is_empty() {
-        return Cow::Borrowed(nodes);
-    }
-    let added = templates
-        .iter()
-        .map(|t| Arc::new(NodeShape::of_template(t)));
-    Cow::Owned(nodes.iter().cloned().chain(added).collect())
-}
-
 /// A Ray object whose Pods feasibility judges: the webhook's and the CLI's checked object, or
 /// the reconciler's cached one.
 #[derive(Clone, Copy, Debug)]
@@ -416,11 +378,7 @@ impl<'a> From<&'a Typed> for RayObject<'a> {
 /// Whether each Pod of `object` could be scheduled on some node of `nodes` if that node were
 /// empty, and whether the gang `gang` (the object's, from sizing) fits all schedulable nodes
 /// together (see the module documentation). An object managed elsewhere has nothing to find.
-pub fn check_feasibility<N: AsRef<NodeShape>>(
-    object: RayObject<'_>,
-    gang: &GangSize,
-    nodes: &[N],
-) -> Feasibility {
+pub fn check_feasibility(object: RayObject<'_>, gang: &GangSize, nodes: &NodeKinds) -> Feasibility {
     let managed_by = match object {
         RayObject::RayJob(job) => job.spec.managed_by.as_deref(),
         RayObject::RayCluster(cluster) => cluster.spec.managed_by.as_deref(),
@@ -428,11 +386,7 @@ pub fn check_feasibility<N: AsRef<NodeShape>>(
     if keys::managed_elsewhere(managed_by) {
         return Feasibility::Checked(Vec::new());
     }
-    let schedulable: Vec<&NodeShape> = nodes
-        .iter()
-        .map(AsRef::as_ref)
-        .filter(|n| !n.unschedulable)
-        .collect();
+    let schedulable = nodes.candidates(false);
     if schedulable.is_empty() {
         return Feasibility::NoNodes;
     }
@@ -445,7 +399,7 @@ pub fn check_feasibility<N: AsRef<NodeShape>>(
     };
     let mut found = Vec::new();
     for pod in &pods {
-        if let Some(cause) = pod_cause(pod, &schedulable) {
+        if let Some(cause) = pod_cause(pod, nodes, &schedulable) {
             found.push(Infeasibility {
                 field: pod.field.clone(),
                 pod: Some(pod.kind.clone()),
@@ -453,6 +407,10 @@ pub fn check_feasibility<N: AsRef<NodeShape>>(
             });
         }
     }
+    let node_count = schedulable
+        .iter()
+        .map(|c| usize::try_from(c.count()).unwrap_or(usize::MAX))
+        .sum();
     for (resource, needs) in &gang.min_resources {
         let named = found
             .iter()
@@ -460,13 +418,13 @@ pub fn check_feasibility<N: AsRef<NodeShape>>(
         if named || needs.is_zero() {
             continue;
         }
-        // Summed until it covers the need: most gangs are covered by the first nodes.
+        // Summed until it covers the need: most gangs are covered by the first kinds.
         let mut offers = ResourceQuantity::ZERO;
         let mut covered = false;
-        for node in &schedulable {
+        for kind in &schedulable {
             // An autoscaler adds as many nodes of a template as the gang needs.
-            covered = node.template && !node.offers(resource).is_zero();
-            offers += node.offers(resource);
+            covered = kind.traits.template && !kind.offers(resource).is_zero();
+            offers += kind.offers(resource).times(kind.count());
             if covered || offers >= *needs {
                 break;
             }
@@ -479,7 +437,7 @@ pub fn check_feasibility<N: AsRef<NodeShape>>(
                     resource: resource.clone(),
                     needs: *needs,
                     offers,
-                    nodes: schedulable.len(),
+                    nodes: node_count,
                 },
             });
         }
@@ -490,10 +448,7 @@ pub fn check_feasibility<N: AsRef<NodeShape>>(
 /// Why `nodes` could never hold the gang of `object` as sized for its PodGroup
 /// ([`check_feasibility`]), for the reconciler's `GangPending` condition: empty when they could,
 /// when no node is schedulable (nothing can be judged yet) or when the object does not size.
-pub fn infeasibilities<N: AsRef<NodeShape>>(
-    object: RayObject<'_>,
-    nodes: &[N],
-) -> Vec<Infeasibility> {
+pub fn infeasibilities(object: RayObject<'_>, nodes: &NodeKinds) -> Vec<Infeasibility> {
     let gang = match object {
         RayObject::RayJob(job) => sizing::ray_job_gang(job),
         RayObject::RayCluster(cluster) => sizing::cluster_gang(&cluster.spec, "spec"),
@@ -651,12 +606,29 @@ impl<'a> Placement<'a> {
         }
     }
 
-    fn selects(&self, node: &NodeShape) -> bool {
-        self.selector
-            .is_none_or(|s| s.iter().all(|(k, v)| node.labels.get(k) == Some(v)))
+    /// Whether the placement reads what differs between the nodes of a kind (their names or
+    /// hostname labels), so that they must be judged one by one.
+    fn reads_per_node(&self) -> bool {
+        let selector_keys = self.selector.into_iter().flat_map(|s| s.keys());
+        let terms = self.terms.unwrap_or_default();
+        let expression_keys = terms
+            .iter()
+            .flat_map(|t| t.match_expressions.iter().flatten().map(|r| &r.key));
+        let reads_name = terms
+            .iter()
+            .any(|t| t.match_fields.as_ref().is_some_and(|f| !f.is_empty()));
+        reads_per_node(
+            selector_keys.chain(expression_keys).map(String::as_str),
+            reads_name,
+        )
     }
 
-    fn has_affinity_for(&self, node: &NodeShape) -> bool {
+    fn selects(&self, node: &Candidate<'_>) -> bool {
+        self.selector
+            .is_none_or(|s| s.iter().all(|(k, v)| node.label(k) == Some(v.as_str())))
+    }
+
+    fn has_affinity_for(&self, node: &Candidate<'_>) -> bool {
         self.terms.is_none_or(|terms| terms_match(terms, node))
     }
 
@@ -665,30 +637,30 @@ impl<'a> Placement<'a> {
     /// ExtendedResourceToleration admission plugin (on in GKE and AKS, for GPU node pools)
     /// adds that toleration to the Pod, and a cluster without it is at worst told too little,
     /// never that a schedulable Pod is not.
-    fn untolerated<'n>(&self, node: &'n NodeShape) -> Option<&'n NodeTaint> {
+    fn untolerated<'n>(&self, node: &Candidate<'n>) -> Option<&'n NodeTaint> {
         let added_by_admission = |taint: &NodeTaint| {
             taint.effect == "NoSchedule"
                 && is_extended_resource(&taint.key)
                 && self.asked.iter().any(|(name, _)| **name == taint.key)
         };
-        node.taints.iter().find(|taint| {
+        node.traits.taints.iter().find(|taint| {
             let tolerated = self.tolerations.iter().any(|t| tolerates(t, taint));
             !(tolerated || added_by_admission(taint))
         })
     }
 
-    /// How many copies of the Pod `node` holds when empty; unbounded without any request, and
-    /// for a node template that holds one (an autoscaler adds as many as needed).
-    fn copies(&self, node: &NodeShape) -> i64 {
+    /// How many copies of the Pod the candidate's nodes hold when empty; unbounded without any
+    /// request, and for a node template that holds one (an autoscaler adds as many as needed).
+    fn copies(&self, node: &Candidate<'_>) -> i64 {
         let copies = self.copies_on_one(node);
-        if node.template && copies > 0 {
+        if node.traits.template && copies > 0 {
             i64::MAX
         } else {
-            copies
+            copies.saturating_mul(node.count())
         }
     }
 
-    fn copies_on_one(&self, node: &NodeShape) -> i64 {
+    fn copies_on_one(&self, node: &Candidate<'_>) -> i64 {
         self.asked
             .iter()
             .map(|(resource, asks)| {
@@ -705,15 +677,26 @@ impl<'a> Placement<'a> {
     }
 }
 
-/// Why no node could hold `pod`, checking the stages in the scheduler's order.
-fn pod_cause(pod: &PodDemand<'_>, schedulable: &[&NodeShape]) -> Option<Cause> {
+/// Why no node could hold `pod`, checking the stages in the scheduler's order: on the
+/// `schedulable` kinds of `nodes`, or on each node when the Pod's placement tells them apart.
+fn pod_cause(
+    pod: &PodDemand<'_>,
+    nodes: &NodeKinds,
+    schedulable: &[Candidate<'_>],
+) -> Option<Cause> {
     let placement = Placement::of(pod);
+    let each_node;
+    let schedulable = if placement.reads_per_node() {
+        each_node = nodes.candidates(true);
+        &each_node
+    } else {
+        schedulable
+    };
     if fits(pod, &placement, schedulable) {
         return None;
     }
-    let nodes: Vec<&NodeShape> = schedulable
+    let nodes: Vec<&Candidate<'_>> = schedulable
         .iter()
-        .copied()
         .filter(|n| placement.selects(n))
         .collect();
     if nodes.is_empty() {
@@ -727,31 +710,39 @@ fn pod_cause(pod: &PodDemand<'_>, schedulable: &[&NodeShape]) -> Option<Cause> {
             selector: selector.join(","),
         });
     }
-    let nodes: Vec<&NodeShape> = nodes
+    let nodes: Vec<&Candidate<'_>> = nodes
         .into_iter()
         .filter(|n| placement.has_affinity_for(n))
         .collect();
     if nodes.is_empty() {
         return Some(Cause::NodeAffinity);
     }
-    let (tainted, nodes): (Vec<&NodeShape>, Vec<&NodeShape>) = nodes
+    let (tainted, nodes): (Vec<&Candidate<'_>>, Vec<&Candidate<'_>>) = nodes
         .into_iter()
         .partition(|n| placement.untolerated(n).is_some());
     if nodes.is_empty() {
-        let more = tainted.len().saturating_sub(3);
-        let untolerated = tainted
-            .iter()
-            .take(3)
-            .filter_map(|n| Some((n.label(), placement.untolerated(n)?.clone())))
-            .collect();
+        let mut untolerated = Vec::new();
+        for kind in &tainted {
+            let Some(taint) = placement.untolerated(kind) else {
+                continue;
+            };
+            for node in kind.nodes.iter().take(3 - untolerated.len()) {
+                untolerated.push((kind.label_of(node), taint.clone()));
+            }
+            if untolerated.len() == 3 {
+                break;
+            }
+        }
+        let tainted_nodes: usize = tainted.iter().map(|kind| kind.nodes.len()).sum();
+        let more = tainted_nodes - untolerated.len();
         return Some(Cause::Taints { untolerated, more });
     }
     resource_cause(pod, &placement, &nodes)
 }
 
 /// Whether the nodes the Pod may run on hold all the Pods of its kind the gang needs (at least
-/// one): the common answer, found without naming a cause, usually on the first nodes looked at.
-fn fits(pod: &PodDemand<'_>, placement: &Placement<'_>, schedulable: &[&NodeShape]) -> bool {
+/// one): the common answer, found without naming a cause, usually on the first kinds looked at.
+fn fits(pod: &PodDemand<'_>, placement: &Placement<'_>, schedulable: &[Candidate<'_>]) -> bool {
     let needs = pod.count.max(1);
     let mut holds: i64 = 0;
     for node in schedulable {
@@ -772,7 +763,7 @@ fn fits(pod: &PodDemand<'_>, placement: &Placement<'_>, schedulable: &[&NodeShap
 fn resource_cause(
     pod: &PodDemand<'_>,
     placement: &Placement<'_>,
-    nodes: &[&NodeShape],
+    nodes: &[&Candidate<'_>],
 ) -> Option<Cause> {
     for (resource, asks) in &placement.asked {
         // The node is named only once found: a name per node looked at cost more than the
@@ -781,12 +772,13 @@ fn resource_cause(
             .iter()
             .map(|n| (n.offers(resource), *n))
             .filter(|(offers, _)| !offers.is_zero())
-            .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.name.cmp(&a.1.name)));
+            .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.name().cmp(a.1.name())));
         if largest.is_none_or(|(offers, _)| offers < **asks) {
             return Some(Cause::Resource {
                 resource: (*resource).clone(),
                 asks: **asks,
-                largest: largest.map(|(offers, node)| (offers, node.label())),
+                largest: largest
+                    .and_then(|(offers, kind)| Some((offers, kind.label_of(kind.nodes.first()?)))),
             });
         }
     }
@@ -818,7 +810,7 @@ fn is_extended_resource(name: &str) -> bool {
 
 /// Whether a node matches required node affinity: any term matches (a term with no
 /// requirement matches nothing).
-fn terms_match(terms: &[NodeSelectorTerm], node: &NodeShape) -> bool {
+fn terms_match(terms: &[NodeSelectorTerm], node: &Candidate<'_>) -> bool {
     terms.iter().any(|term| {
         let expressions = term.match_expressions.as_deref().unwrap_or_default();
         let fields = term.match_fields.as_deref().unwrap_or_default();
@@ -827,9 +819,9 @@ fn terms_match(terms: &[NodeSelectorTerm], node: &NodeShape) -> bool {
         }
         expressions
             .iter()
-            .all(|r| requirement_matches(r, node.labels.get(&r.key).map(String::as_str)))
+            .all(|r| requirement_matches(r, node.label(&r.key)))
             && fields.iter().all(|r| {
-                let value = (r.key == "metadata.name").then_some(node.name.as_str());
+                let value = (r.key == "metadata.name").then_some(node.name());
                 requirement_matches(r, value)
             })
     })

@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use raygate_api::admission::{self, Operation, RayObjectReview};
 use raygate_api::apply::{FieldValidation, check_manifest};
 use raygate_api::check::check_object;
-use raygate_api::feasibility::NodeShape;
+use raygate_api::feasibility::{NodeKinds, NodeShape};
 use raygate_api::input::parse_documents;
 use raygate_api::keys;
 use raygate_api::queue_policy::QueuePolicy;
@@ -114,15 +114,16 @@ fn check_everything(value: &Value) {
 /// Reviews `object` (and `old`, as an UPDATE) in an opted-in namespace with a closed queue,
 /// a capped queue, two policies and two nodes: the answer is always consistent, never a panic.
 fn review_everything(object: &Value, old: &Value) {
-    let nodes: Vec<Arc<NodeShape>> = [
+    let nodes = NodeKinds::from_shapes(
+        [
         json!({"metadata": {"name": "small", "labels": {"zone": "a"}},
                "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]},
                "status": {"allocatable": {"cpu": "2", "memory": "4Gi"}}}),
         json!({"metadata": {"name": "gpu"}, "status": {"allocatable": {"cpu": "1e3", "nvidia.com/gpu": "8"}}}),
     ]
-    .into_iter()
-    .map(|n| Arc::new(NodeShape::of(&serde_json::from_value(n).expect("a Node"))))
-    .collect();
+        .iter()
+        .map(|n| NodeShape::of(&serde_json::from_value(n.clone()).expect("a Node"))),
+    );
     let queues: BTreeMap<String, Arc<Queue>> = [
         json!({"metadata": {"name": "default"}, "spec": {}, "status": {"state": "Open"}}),
         json!({"metadata": {"name": "capped"}, "spec": {"capability": {"cpu": "2"}}}),

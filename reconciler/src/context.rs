@@ -15,7 +15,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use raygate_api::coexist;
-use raygate_api::feasibility::{self, NodeShape};
+use raygate_api::feasibility::NodeKinds;
 use raygate_api::queue_policy::{self, QueuePolicy};
 use raygate_api::validation::ReconcilerKind;
 use tokio::sync::watch;
@@ -317,8 +317,8 @@ impl Context {
         &self,
         namespace: &str,
         policies: &[Arc<QueuePolicy>],
-        nodes: &'n [Arc<NodeShape>],
-    ) -> Cow<'n, [Arc<NodeShape>]> {
+        nodes: &'n NodeKinds,
+    ) -> Cow<'n, NodeKinds> {
         let Some(ns) = self.namespaces.get(&ObjectRef::new(namespace)) else {
             return Cow::Borrowed(nodes);
         };
@@ -328,7 +328,7 @@ impl Context {
             return Cow::Borrowed(nodes);
         }
         let governing = queue_policy::matching_policies(policies, labels);
-        feasibility::with_templates(nodes, &queue_policy::node_templates(&governing))
+        nodes.with_templates(&queue_policy::node_templates(&governing))
     }
 
     /// Which controller runs the namespace's Ray objects, and whether it is opted into

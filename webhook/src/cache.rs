@@ -2,7 +2,7 @@
 //! queue), RayClusters and RayJobs (a Pod's gang owner and its queue and priority labels),
 //! RayJobs' submitter Jobs (a KubeRay submitter Pod's RayJob), Volcano Queues and raygate's
 //! QueuePolicies (Ray object admission rules), and the shapes of the cluster's Nodes
-//! (feasibility: [`NodeShapes`] keeps a [`NodeShape`] per Node, never the Node itself).
+//! (feasibility: [`NodeShapes`] keeps what feasibility reads of each Node, never the Node itself).
 //!
 //! Lookups read the cache first. A miss falls back to one GET against the API server when a
 //! client is configured: a Pod is often created milliseconds after its RayCluster, before the
@@ -25,7 +25,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Resource};
-use raygate_api::feasibility::{NodeShape, NodeShapes};
+use raygate_api::feasibility::{NodeKinds, NodeShapes};
 use raygate_api::keys;
 use raygate_api::queue_policy::QueuePolicy;
 use raygate_api::ray::v1::{RayCluster, RayJob};
@@ -271,7 +271,7 @@ impl Caches {
         let mut jobs = Filling::new();
         let mut queues = Filling::new();
         let mut queue_policies = Filling::new();
-        let mut nodes = Vec::new();
+        let nodes = NodeShapes::default();
         for page in pages {
             namespaces.add(page.namespaces);
             ray_clusters.add(
@@ -291,7 +291,9 @@ impl Caches {
             );
             queues.add(page.queues);
             queue_policies.add(page.queue_policies);
-            nodes.extend(page.nodes.iter().map(NodeShape::of));
+            for node in &page.nodes {
+                nodes.apply(node);
+            }
         }
         for status in statuses.iter() {
             status.mark_synced();
@@ -303,7 +305,7 @@ impl Caches {
             jobs: jobs.done(),
             queues: queues.done(),
             queue_policies: queue_policies.done(),
-            nodes: NodeShapes::from_shapes(nodes),
+            nodes,
             statuses,
             client: None,
         }
@@ -388,8 +390,8 @@ impl Caches {
         self.queue_policies.state()
     }
 
-    /// The shape of every cached Node (empty before the Node cache has synced).
-    pub fn nodes(&self) -> Arc<[Arc<NodeShape>]> {
+    /// The shape of every cached Node, by kind (empty before the Node cache has synced).
+    pub fn nodes(&self) -> Arc<NodeKinds> {
         self.nodes.snapshot()
     }
 
@@ -618,8 +620,7 @@ mod tests {
                 ..Preloaded::default()
             },
         ]);
-        let names: Vec<String> = caches.nodes().iter().map(|n| n.name.clone()).collect();
-        assert_eq!(names, ["a", "b"]);
+        assert_eq!(caches.nodes().names(), ["a", "b"]);
         assert!(caches.unsynced().is_empty());
     }
 

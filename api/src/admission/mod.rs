@@ -52,7 +52,7 @@ use serde_json::Value;
 
 use crate::check::{RayKind, type_meta};
 use crate::coexist::namespace_reconciler;
-use crate::feasibility::NodeShape;
+use crate::feasibility::NodeKinds;
 use crate::finding::{Finding, Severity};
 use crate::keys;
 use crate::queue_policy::{QueuePolicy, matching_policies, validate_queue_policy};
@@ -126,7 +126,7 @@ pub struct RayObjectReview<'a> {
     /// Every QueuePolicy in the cluster; the review selects those that match the namespace.
     pub policies: &'a [Arc<QueuePolicy>],
     /// The cluster's nodes, for feasibility (`crate::feasibility`); empty when none is known.
-    pub nodes: &'a [Arc<NodeShape>],
+    pub nodes: &'a NodeKinds,
     /// Feature gates, and the reconciler kind of namespaces without a valid
     /// `raygate.io/reconciler` label, for the foundation rules.
     pub context: &'a ValidationContext,

@@ -3,7 +3,6 @@
 //! whether the rule is an error or a warning and why it exists.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation, ReplaceOperation};
@@ -11,7 +10,7 @@ use serde_json::Value;
 
 use super::QueueLookup;
 use crate::check::{RayKind, Typed, check_object};
-use crate::feasibility::{self, Feasibility, NodeShape};
+use crate::feasibility::{self, Feasibility, NodeKinds};
 use crate::finding::{Compat, Finding};
 use crate::keys;
 use crate::quantity::ResourceQuantity;
@@ -118,7 +117,7 @@ pub(super) struct Scope<'a> {
     /// queue outside an opted-in namespace (`review_ray_object`).
     pub policies: Vec<&'a QueuePolicy>,
     /// The cluster's nodes, for feasibility.
-    pub nodes: &'a [Arc<NodeShape>],
+    pub nodes: &'a NodeKinds,
     pub context: &'a ValidationContext,
 }
 
@@ -470,7 +469,7 @@ fn feasibility_rules(
     let (action, denying) = infeasible_action(&scope.policies);
     if action != InfeasibleAction::Ignore {
         let templates = queue_policy::node_templates(&scope.policies);
-        let nodes = feasibility::with_templates(scope.nodes, &templates);
+        let nodes = scope.nodes.with_templates(&templates);
         findings.extend(feasibility_findings(typed, gang, &nodes, denying));
     }
 }
@@ -479,10 +478,10 @@ fn feasibility_rules(
 /// [`RAY_OBJECT_INFEASIBLE`] per reason, a warning, or an error naming the QueuePolicy
 /// `denying`; with no schedulable node, the warning [`FEASIBILITY_NOT_CHECKED`] at the gang's
 /// field. `raygate validate --nodes` reports the warnings of the same function.
-pub fn feasibility_findings<N: AsRef<NodeShape>>(
+pub fn feasibility_findings(
     typed: &Typed,
     gang: &GangSize,
-    nodes: &[N],
+    nodes: &NodeKinds,
     denying: Option<&str>,
 ) -> Vec<Finding> {
     match feasibility::check_feasibility(typed.into(), gang, nodes) {

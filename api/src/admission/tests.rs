@@ -123,19 +123,19 @@ struct Case {
     old: Option<Value>,
     namespace: ObjectMeta,
     policies: Vec<Arc<QueuePolicy>>,
-    nodes: Vec<Arc<NodeShape>>,
+    nodes: Vec<NodeShape>,
 }
 
 /// A node with `cpu` CPUs and `memory`.
-fn node(name: &str, cpu: &str, memory: &str) -> Arc<NodeShape> {
-    Arc::new(NodeShape {
+fn node(name: &str, cpu: &str, memory: &str) -> NodeShape {
+    NodeShape {
         name: name.to_string(),
         allocatable: [("cpu", cpu), ("memory", memory)]
             .into_iter()
             .map(|(k, v)| (k.to_string(), v.parse().expect("a quantity")))
             .collect(),
         ..NodeShape::default()
-    })
+    }
 }
 
 impl Case {
@@ -169,7 +169,7 @@ impl Case {
         self
     }
 
-    fn nodes(mut self, nodes: Vec<Arc<NodeShape>>) -> Self {
+    fn nodes(mut self, nodes: Vec<NodeShape>) -> Self {
         self.nodes = nodes;
         self
     }
@@ -177,6 +177,7 @@ impl Case {
     fn review(&self) -> Admission {
         let queues = queues();
         let ctx = ValidationContext::default();
+        let nodes = NodeKinds::from_shapes(self.nodes.iter().cloned());
         review_ray_object(RayObjectReview {
             operation: self.operation,
             object: self.object.clone(),
@@ -185,7 +186,7 @@ impl Case {
             opt_in: &OptInLabel::default(),
             queues: &queues,
             policies: &self.policies,
-            nodes: &self.nodes,
+            nodes: &nodes,
             context: &ctx,
         })
     }
@@ -849,7 +850,7 @@ fn unsupported_rules(default: ReconcilerKind, reconciler_label: Option<&str>) ->
         opt_in: &OptInLabel::default(),
         queues: &queues,
         policies: &[],
-        nodes: &[node("big", "256", "1Ti")],
+        nodes: &NodeKinds::from_shapes([node("big", "256", "1Ti")]),
         context: &context,
     })
     .findings

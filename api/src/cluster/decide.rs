@@ -7,7 +7,6 @@
 //! failure is simply recomputed and continued by the next one.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -17,7 +16,7 @@ use super::build::{self, BuildOptions, PodRole};
 use super::status::{self, StatusInput, is_terminating, node_type, phase};
 use super::upgrade::{self, Upgrade};
 use crate::decision::{self, Decision, EventNote, PodGroupSize, STEADY_REQUEUE};
-use crate::feasibility::{self, NodeShape, RayObject};
+use crate::feasibility::{self, NodeKinds, RayObject};
 use crate::keys::{self, HEAD_NODE_TYPE, WORKER_NODE_TYPE};
 use crate::onboarding::{self, GangMembership, Labels, RayPodRole};
 use crate::pending::{self, GangPods, GangState};
@@ -41,7 +40,7 @@ pub struct Snapshot<'a> {
     pub queue: Option<&'a Queue>,
     /// The shape of every Node the reconciler knows (empty before its Node watch has listed):
     /// whether they could ever hold the cluster's own gang ([`crate::feasibility`]).
-    pub nodes: &'a [Arc<NodeShape>],
+    pub nodes: &'a NodeKinds,
     /// Whether the namespace is opted into Volcano (`raygate.io/scheduler=volcano`).
     pub volcano: bool,
     /// Whether the PodGroup CRD has `spec.subGroupPolicy` (Volcano v1.14); without it the

@@ -1,17 +1,19 @@
 //! [`NodeShapes`]: the shape of every Node, kept by a Node watch of the webhook's and of the
 //! reconciler's, and read by every feasibility check they make.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use k8s_openapi::api::core::v1::Node;
 
 use super::NodeShape;
+use super::kinds::{NodeKinds, NodeName, NodeTraits, intern};
 
 /// The shape of every Node, fed by a Node watch: what feasibility reads of each (name, labels,
 /// taints that keep Pods off, allocatable, cordoned), not the Node objects, whose status
-/// (images, conditions, addresses) is most of their size. Cheap to clone; clones share the
-/// shapes.
+/// (images, conditions, addresses) is most of their size. Nodes of one kind (a node pool) share
+/// one copy of what they have in common, so a node costs little more than its name. Cheap to
+/// clone; clones share the shapes.
 ///
 /// Each change reports whether a shape changed, so a watcher can wake what waits on the nodes
 /// only then: a kubelet's status updates change conditions and heartbeats, rarely a shape.
@@ -20,31 +22,39 @@ pub struct NodeShapes {
     inner: Arc<RwLock<ShapesInner>>,
 }
 
+/// A Node as kept: its kind's traits (shared) and its hostname label.
+#[derive(Clone, Debug, PartialEq)]
+struct Entry {
+    traits: Arc<NodeTraits>,
+    hostname: Option<Arc<str>>,
+}
+
+type ByName = BTreeMap<Arc<str>, Entry>;
+
 #[derive(Default)]
 struct ShapesInner {
-    /// The shapes, by Node name.
-    by_name: BTreeMap<String, Arc<NodeShape>>,
-    /// A relist in progress: the shapes listed so far, replacing `by_name` when it completes.
-    relist: Option<BTreeMap<String, Arc<NodeShape>>>,
-    /// Every shape, built on the first read after a change.
-    snapshot: Option<Arc<[Arc<NodeShape>]>>,
+    by_name: ByName,
+    /// A relist in progress: the Nodes listed so far, replacing `by_name` when it completes.
+    relist: Option<ByName>,
+    /// Every kind's traits, once.
+    interned: BTreeSet<Arc<NodeTraits>>,
+    /// The nodes by kind, built on the first read after a change.
+    snapshot: Option<Arc<NodeKinds>>,
+}
+
+impl ShapesInner {
+    fn entry(&mut self, shape: NodeShape) -> (Arc<str>, Entry) {
+        let (traits, NodeName { name, hostname }) = shape.split();
+        let traits = intern(&mut self.interned, traits);
+        (name, Entry { traits, hostname })
+    }
+
+    fn changed(&mut self) {
+        self.snapshot = None;
+    }
 }
 
 impl NodeShapes {
-    /// Exactly these shapes.
-    pub fn from_shapes(shapes: impl IntoIterator<Item = NodeShape>) -> Self {
-        let by_name = shapes
-            .into_iter()
-            .map(|shape| (shape.name.clone(), Arc::new(shape)))
-            .collect();
-        NodeShapes {
-            inner: Arc::new(RwLock::new(ShapesInner {
-                by_name,
-                ..ShapesInner::default()
-            })),
-        }
-    }
-
     /// A relist starts: the shapes stay as they are until [`Self::end_relist`].
     pub fn begin_relist(&self) {
         self.write().relist = Some(BTreeMap::new());
@@ -52,11 +62,12 @@ impl NodeShapes {
 
     /// One Node of the relist in progress.
     pub fn relisted(&self, node: &Node) {
-        let shape = Arc::new(NodeShape::of(node));
-        self.write()
+        let mut inner = self.write();
+        let (name, entry) = inner.entry(NodeShape::of(node));
+        inner
             .relist
             .get_or_insert_with(BTreeMap::new)
-            .insert(shape.name.clone(), shape);
+            .insert(name, entry);
     }
 
     /// The relist is complete: its Nodes replace every shape. Whether any shape changed.
@@ -66,20 +77,20 @@ impl NodeShapes {
         let changed = listed != inner.by_name;
         if changed {
             inner.by_name = listed;
-            inner.snapshot = None;
+            inner.changed();
         }
         changed
     }
 
     /// A Node was added or changed. Whether its shape is new or changed.
     pub fn apply(&self, node: &Node) -> bool {
-        let shape = Arc::new(NodeShape::of(node));
         let mut inner = self.write();
-        if inner.by_name.get(&shape.name) == Some(&shape) {
+        let (name, entry) = inner.entry(NodeShape::of(node));
+        if inner.by_name.get(&name) == Some(&entry) {
             return false;
         }
-        inner.by_name.insert(shape.name.clone(), shape);
-        inner.snapshot = None;
+        inner.by_name.insert(name, entry);
+        inner.changed();
         true
     }
 
@@ -88,18 +99,33 @@ impl NodeShapes {
         let mut inner = self.write();
         let removed = inner.by_name.remove(name).is_some();
         if removed {
-            inner.snapshot = None;
+            inner.changed();
         }
         removed
     }
 
-    /// Every Node's shape, in name order (shared until the next change).
-    pub fn snapshot(&self) -> Arc<[Arc<NodeShape>]> {
+    /// Every Node, by kind (shared until the next change).
+    pub fn snapshot(&self) -> Arc<NodeKinds> {
         if let Some(snapshot) = &self.read().snapshot {
             return snapshot.clone();
         }
         let mut inner = self.write();
-        let snapshot: Arc<[Arc<NodeShape>]> = inner.by_name.values().cloned().collect();
+        if let Some(snapshot) = &inner.snapshot {
+            return snapshot.clone();
+        }
+        // Traits no Node has any more (only the interning set and earlier snapshots hold
+        // them) are let go; a snapshot still read keeps its own.
+        inner
+            .interned
+            .retain(|traits| Arc::strong_count(traits) > 1);
+        let nodes = inner.by_name.iter().map(|(name, entry)| {
+            let node = NodeName {
+                name: name.clone(),
+                hostname: entry.hostname.clone(),
+            };
+            (entry.traits.clone(), node)
+        });
+        let snapshot = Arc::new(NodeKinds::grouped(nodes));
         inner.snapshot = Some(snapshot.clone());
         snapshot
     }
@@ -134,6 +160,7 @@ mod tests {
     fn names_and_cpus(shapes: &NodeShapes) -> Vec<String> {
         shapes
             .snapshot()
+            .shapes()
             .iter()
             .map(|n| format!("{}={}", n.name, n.allocatable["cpu"]))
             .collect()
@@ -167,5 +194,34 @@ mod tests {
         shapes.relisted(&node("c", "1"));
         assert!(!shapes.end_relist());
         assert!(Arc::ptr_eq(&before, &shapes.snapshot()));
+    }
+
+    fn pool_node(name: &str, zone: &str) -> Node {
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": {
+                "kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone}},
+            "status": {"allocatable": {"cpu": "32", "memory": "128Gi"}}}))
+        .expect("a Node")
+    }
+
+    #[test]
+    fn nodes_that_differ_only_in_name_and_hostname_are_one_kind() {
+        let shapes = NodeShapes::default();
+        for i in 0..100 {
+            shapes.apply(&pool_node(&format!("pool-a-{i:03}"), "a"));
+        }
+        shapes.apply(&pool_node("pool-b-000", "b"));
+        {
+            let kinds = shapes.snapshot();
+            assert_eq!((kinds.len(), kinds.kind_count()), (101, 2));
+            // Each node keeps its own hostname label.
+            let all = kinds.shapes();
+            assert_eq!(all[7].labels["kubernetes.io/hostname"], "pool-a-007");
+            assert_eq!(all[100].labels["topology.kubernetes.io/zone"], "b");
+        }
+        // A node that changes kind leaves its old kind; a kind no node has is let go.
+        shapes.apply(&pool_node("pool-b-000", "a"));
+        let kinds = shapes.snapshot();
+        assert_eq!((kinds.len(), kinds.kind_count()), (101, 1));
+        assert_eq!(shapes.read().interned.len(), 1);
     }
 }

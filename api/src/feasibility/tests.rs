@@ -70,7 +70,8 @@ fn feasibility(object: Value, nodes: &[NodeShape]) -> Feasibility {
     let checked = check_object(object, &ValidationContext::default()).expect("a Ray kind");
     assert!(checked.report.valid, "{:?}", checked.report.findings);
     let gang = checked.gang.expect("sized").expect("a gang");
-    check_feasibility((&checked.typed.expect("typed")).into(), &gang, nodes)
+    let nodes = NodeKinds::from_shapes(nodes.iter().cloned());
+    check_feasibility((&checked.typed.expect("typed")).into(), &gang, &nodes)
 }
 
 /// The findings' messages, each with its field.
@@ -778,4 +779,98 @@ fn a_no_schedule_taint_named_after_an_extended_resource_the_pod_asks_for_is_tole
     assert!(is_extended_resource("example.com/fpga"));
     assert!(!is_extended_resource("kubernetes.io/batch"));
     assert!(!is_extended_resource("hugepages-2Mi"));
+}
+
+/// Five nodes of one pool: alike but for their names and hostname labels.
+fn pool(taints: Value) -> Vec<NodeShape> {
+    (1..=5)
+        .map(|i| {
+            let name = format!("pool-{i}");
+            node(
+                &name,
+                json!({"cpu": "4", "memory": "16Gi"}),
+                json!({"labels": {"kubernetes.io/hostname": name, "pool": "p"},
+                       "spec": {"taints": taints}}),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_nodes_of_a_pool_are_judged_together_and_told_apart_where_a_pod_names_one() {
+    let cluster = |spec: Value, replicas: i64| {
+        raycluster(cluster_spec(
+            pod_spec(json!({"cpu": "1"}), json!({})),
+            json!([worker("w", replicas, spec)]),
+        ))
+    };
+    let nodes = pool(json!([]));
+    assert_eq!(
+        NodeKinds::from_shapes(nodes.clone()).kind_count(),
+        1,
+        "one kind"
+    );
+    // Ten 3-CPU workers: each node holds one, and the five hold five.
+    let three = pod_spec(json!({"cpu": "3"}), json!({}));
+    assert_eq!(
+        found(cluster(three.clone(), 5), &nodes),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        found(cluster(three, 10), &nodes),
+        [
+            "spec.workerGroupSpecs[0].template.spec: worker group \"w\" needs 10 Pods at once; the nodes they may run on hold at most 5 of them, even empty",
+            "spec: the gang needs cpu 31; the 5 schedulable nodes together offer 20",
+        ]
+    );
+    // A Pod pinned to one node by its hostname label, or by name, is judged on that node.
+    let pinned = |extra: Value| pod_spec(json!({"cpu": "3"}), extra);
+    let on_host = |host: &str| json!({"nodeSelector": {"kubernetes.io/hostname": host}});
+    assert_eq!(
+        found(cluster(pinned(on_host("pool-3")), 1), &nodes),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        found(cluster(pinned(on_host("pool-3")), 2), &nodes),
+        [
+            "spec.workerGroupSpecs[0].template.spec: worker group \"w\" needs 2 Pods at once; the nodes they may run on hold at most 1 of them, even empty"
+        ]
+    );
+    assert_eq!(
+        found(cluster(pinned(on_host("pool-9")), 1), &nodes),
+        [
+            "spec.workerGroupSpecs[0].template.spec: worker group \"w\" Pod: no node matches its nodeSelector kubernetes.io/hostname=pool-9"
+        ]
+    );
+    let by_name = |name: &str| {
+        json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [name]}]}]}}}})
+    };
+    assert_eq!(
+        found(cluster(pinned(by_name("pool-2")), 1), &nodes),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        found(cluster(pinned(by_name("pool-2")), 2), &nodes),
+        [
+            "spec.workerGroupSpecs[0].template.spec: worker group \"w\" needs 2 Pods at once; the nodes they may run on hold at most 1 of them, even empty"
+        ]
+    );
+    // Taints: three nodes named, the others counted.
+    let tainted = pool(json!([{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]));
+    assert_eq!(
+        found(
+            cluster(pod_spec(json!({"cpu": "1"}), json!({})), 1),
+            &tainted
+        )[0],
+        "spec.headGroupSpec.template.spec: head Pod: no node tolerated: node pool-1 has taint dedicated=infra:NoSchedule, node pool-2 has taint dedicated=infra:NoSchedule, node pool-3 has taint dedicated=infra:NoSchedule (and 2 more nodes)"
+    );
+    // The largest node of a kind is named by its first name.
+    assert_eq!(
+        found(cluster(pod_spec(json!({"cpu": "8"}), json!({})), 1), &nodes),
+        [
+            "spec.workerGroupSpecs[0].template.spec: worker group \"w\" Pod asks cpu 8; the largest node offers 4 (pool-1)"
+        ]
+    );
 }

@@ -22,7 +22,6 @@ mod submitter;
 #[cfg(test)]
 mod tests;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
@@ -31,7 +30,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::feasibility::NodeShape;
+use crate::feasibility::NodeKinds;
 use crate::features::FeatureGates;
 use crate::keys;
 use crate::pending::GangPods;
@@ -308,7 +307,7 @@ pub struct Snapshot<'a> {
     pub gang_pods: GangPods,
     /// The shape of every Node the reconciler knows (empty before its Node watch has listed):
     /// whether they could ever hold the gang ([`crate::feasibility`]).
-    pub nodes: &'a [Arc<NodeShape>],
+    pub nodes: &'a NodeKinds,
     /// The RayJob head Service `<rayjob>-head-svc`, if it exists (read while Running, see
     /// [`job_head_service_query`]).
     pub job_head_service: Option<&'a Service>,

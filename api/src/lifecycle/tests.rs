@@ -8,6 +8,7 @@ use serde_json::json;
 use std::collections::BTreeMap;
 
 use super::*;
+use crate::feasibility::NodeShape;
 use crate::ray::v1::{RayClusterStatus, RayJobStatusInfo};
 
 const NOW: i64 = 1_800_000_000;
@@ -137,7 +138,7 @@ struct World {
     pod_group: Option<PodGroup>,
     queue: Option<Queue>,
     gang_pods: GangPods,
-    nodes: Vec<Arc<NodeShape>>,
+    nodes: Vec<NodeShape>,
     job_head_service: Option<Service>,
     ray_job: RayJobObservation,
     now: i64,
@@ -169,6 +170,7 @@ impl World {
     }
 
     fn decide(&self) -> Decision {
+        let nodes = NodeKinds::from_shapes(self.nodes.iter().cloned());
         decide(&Snapshot {
             job: &self.job,
             now: Timestamp::from_second(self.now).unwrap(),
@@ -182,7 +184,7 @@ impl World {
             sub_groups: true,
             queue: self.queue.as_ref(),
             gang_pods: self.gang_pods,
-            nodes: &self.nodes,
+            nodes: &nodes,
             job_head_service: self.job_head_service.as_ref(),
             ray_job: self.ray_job.clone(),
             fresh: FreshSuffixes {
@@ -1753,15 +1755,15 @@ fn only_a_raycluster_without_a_status_awaits_its_first_pass() {
 }
 
 /// A schedulable node offering `cpu` and `memory`.
-fn node(name: &str, cpu: &str, memory: &str) -> Arc<NodeShape> {
-    Arc::new(NodeShape {
+fn node(name: &str, cpu: &str, memory: &str) -> NodeShape {
+    NodeShape {
         name: name.into(),
         allocatable: [("cpu", cpu), ("memory", memory)]
             .into_iter()
             .map(|(k, v)| (k.to_string(), v.parse().unwrap()))
             .collect(),
         ..NodeShape::default()
-    })
+    }
 }
 
 #[test]

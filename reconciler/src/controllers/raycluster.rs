@@ -25,7 +25,7 @@ use kube::runtime::controller::Action as Requeue;
 use kube::runtime::reflector::Store;
 use raygate_api::cluster::status as cluster_status;
 use raygate_api::cluster::{self, Action, FailedWrite, Snapshot};
-use raygate_api::feasibility::{NodeShape, NodeShapes};
+use raygate_api::feasibility::{NodeKinds, NodeShapes};
 use raygate_api::keys;
 use raygate_api::queue_policy::QueuePolicy;
 use raygate_api::ray::v1::{RayCluster, RayClusterStatus};
@@ -73,7 +73,7 @@ struct Observed {
     worker_service: Option<Arc<Service>>,
     pod_group: Option<Arc<PodGroup>>,
     queue: Option<Arc<Queue>>,
-    nodes: Arc<[Arc<NodeShape>]>,
+    nodes: Arc<NodeKinds>,
 }
 
 impl Observed {
@@ -116,14 +116,14 @@ impl ClusterReads {
 
     /// The nodes feasibility judges the gangs of `namespace` against: the Node shapes, with the
     /// node templates of the QueuePolicies that govern the namespace ([`Context::judged_nodes`]).
-    pub(super) fn judged_nodes(&self, ctx: &Context, namespace: &str) -> Arc<[Arc<NodeShape>]> {
+    pub(super) fn judged_nodes(&self, ctx: &Context, namespace: &str) -> Arc<NodeKinds> {
         let shapes = self.nodes.snapshot();
         let with_templates =
             match ctx.judged_nodes(namespace, &self.queue_policies.state(), &shapes) {
                 Cow::Owned(all) => Some(all),
                 Cow::Borrowed(_) => None,
             };
-        with_templates.map_or(shapes, Into::into)
+        with_templates.map_or(shapes, Arc::new)
     }
 
     /// The Pods the RayCluster `namespace`/`name` (UID `uid`) controls, terminating ones too.

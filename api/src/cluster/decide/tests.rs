@@ -2,6 +2,7 @@ use k8s_openapi::api::core::v1::{PodCondition, PodStatus, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use super::*;
@@ -120,6 +121,8 @@ fn open_queue() -> Queue {
     .expect("a queue")
 }
 
+static NO_NODES: LazyLock<NodeKinds> = LazyLock::new(NodeKinds::default);
+
 /// What a pass observes outside Volcano, with no failed write: `pods` and `head_service` at
 /// `now`. Tests of other observations change the fields they are about.
 fn observed<'a>(pods: &'a [Pod], head_service: Option<&'a Service>, now: &'a Time) -> Snapshot<'a> {
@@ -129,7 +132,7 @@ fn observed<'a>(pods: &'a [Pod], head_service: Option<&'a Service>, now: &'a Tim
         worker_service: None,
         pod_group: None,
         queue: None,
-        nodes: &[],
+        nodes: &NO_NODES,
         volcano: false,
         sub_groups: true,
         now,
