@@ -2,7 +2,7 @@
 //! QueuePolicy rules and UPDATE rules. Each constant is a stable rule name; its doc comment says
 //! whether the rule is an error or a warning and why it exists.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation, ReplaceOperation};
@@ -17,7 +17,7 @@ use crate::quantity::ResourceQuantity;
 use crate::queue_policy::{self, Enforcement, InfeasibleAction, QueuePolicy};
 use crate::sizing::GangSize;
 use crate::validation::ValidationContext;
-use crate::volcano::QueueState;
+use crate::volcano::{Queue, QueueState};
 
 /// **Error.** The reviewed object is not a `ray.io` RayJob or RayCluster (a webhook
 /// configuration that routes other kinds here is wrong).
@@ -41,6 +41,12 @@ pub const VOLCANO_QUEUE_STATE_UNSET: &str = "volcano-queue-state-unset";
 /// PodGroup can never be enqueued (docs/upstream.md, "Volcano: gang scheduling"). One finding per
 /// resource.
 pub const VOLCANO_GANG_EXCEEDS_CAPABILITY: &str = "volcano-gang-exceeds-capability";
+/// **Warning.** The gang's `minResources` exceed the `capability` of an ancestor of its queue
+/// (`spec.parent`, and its parent, …) in some resource: where Volcano enforces the queue
+/// hierarchy (its capacity plugin with `enableHierarchy`) a child queue holds at most what its
+/// ancestors may, so the PodGroup can never be enqueued; elsewhere Volcano ignores `parent`, so
+/// it is not an error. One finding per resource, for the nearest such ancestor.
+pub const VOLCANO_GANG_EXCEEDS_PARENT_CAPABILITY: &str = "volcano-gang-exceeds-parent-capability";
 
 /// **Error, or warning under `enforcement: Warn`.** The queue is not in a matching policy's
 /// `allowedQueues`.
@@ -80,13 +86,14 @@ pub const PRIORITY_LABEL_IMMUTABLE: &str = "priority-label-immutable";
 pub const RAYJOB_CLUSTER_SPEC_CHANGE_IGNORED: &str = "rayjob-cluster-spec-change-ignored";
 
 /// Every rule name of this module, in catalogue order.
-pub const ALL: [&str; 17] = [
+pub const ALL: [&str; 18] = [
     NOT_A_RAY_OBJECT,
     VOLCANO_CLUSTER_SELECTOR,
     VOLCANO_QUEUE_MISSING,
     VOLCANO_QUEUE_NOT_OPEN,
     VOLCANO_QUEUE_STATE_UNSET,
     VOLCANO_GANG_EXCEEDS_CAPABILITY,
+    VOLCANO_GANG_EXCEEDS_PARENT_CAPABILITY,
     POLICY_QUEUE_NOT_ALLOWED,
     POLICY_QUEUE_REQUIRED,
     POLICY_PRIORITY_CLASS_NOT_ALLOWED,
@@ -568,25 +575,57 @@ fn queue_rules(
     let Some(gang) = gang else {
         return;
     };
-    for (resource, capability) in queue.spec.capability.iter().flatten() {
-        let (Ok(capability), Some(needed)) = (
-            ResourceQuantity::try_from(capability),
-            gang.min_resources.get(resource),
-        ) else {
-            continue;
-        };
-        if *needed > capability {
-            findings.push(Finding::error(
-                VOLCANO_GANG_EXCEEDS_CAPABILITY,
-                gang_field,
-                format!(
-                    "the gang needs {resource} {needed} but queue {name:?} has capability {resource} {capability} ({} over): Volcano can never admit this PodGroup; shrink the cluster or choose a bigger queue",
-                    over(*needed, capability)
-                ),
-                Compat::Raygate,
-            ));
-        }
+    let mut named = BTreeSet::new();
+    for (resource, capability, needed) in exceeded(&queue, gang) {
+        findings.push(Finding::error(
+            VOLCANO_GANG_EXCEEDS_CAPABILITY,
+            gang_field,
+            format!(
+                "the gang needs {resource} {needed} but queue {name:?} has capability {resource} {capability} ({} over): Volcano can never admit this PodGroup; shrink the cluster or choose a bigger queue",
+                over(needed, capability)
+            ),
+            Compat::Raygate,
+        ));
+        named.insert(resource.to_string());
     }
+    // The ancestors, nearest first; a cycle (which Volcano's webhook refuses) ends the walk.
+    let mut visited = vec![name.to_string()];
+    let mut parent = queue.spec.parent.clone();
+    while let Some(ancestor_name) = parent.filter(|p| !p.is_empty() && !visited.contains(p)) {
+        let Some(ancestor) = scope.queues.queue(&ancestor_name) else {
+            break;
+        };
+        for (resource, capability, needed) in exceeded(&ancestor, gang) {
+            if named.insert(resource.to_string()) {
+                findings.push(Finding::warning(
+                    VOLCANO_GANG_EXCEEDS_PARENT_CAPABILITY,
+                    gang_field,
+                    format!(
+                        "the gang needs {resource} {needed} but queue {name:?}'s ancestor queue {ancestor_name:?} has capability {resource} {capability} ({} over): where Volcano enforces the queue hierarchy (capacity plugin, enableHierarchy) it can never admit this PodGroup; shrink the cluster or choose a queue under a bigger parent",
+                        over(needed, capability)
+                    ),
+                    Compat::Raygate,
+                ));
+            }
+        }
+        parent = ancestor.spec.parent.clone();
+        visited.push(ancestor_name);
+    }
+}
+
+/// The resources of which `gang` needs more than `queue`'s capability: each with the
+/// capability and the need.
+fn exceeded<'q>(
+    queue: &'q Queue,
+    gang: &GangSize,
+) -> Vec<(&'q str, ResourceQuantity, ResourceQuantity)> {
+    (queue.spec.capability.iter().flatten())
+        .filter_map(|(resource, capability)| {
+            let capability = ResourceQuantity::try_from(capability).ok()?;
+            let needed = *gang.min_resources.get(resource)?;
+            (needed > capability).then_some((resource.as_str(), capability, needed))
+        })
+        .collect()
 }
 
 fn over(needed: ResourceQuantity, limit: ResourceQuantity) -> ResourceQuantity {

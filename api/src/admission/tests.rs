@@ -42,9 +42,25 @@ fn queues() -> BTreeMap<String, Arc<Queue>> {
         queue("closed", Some("Closed"), &[]),
         queue("closing", Some("Closing"), &[]),
         queue("fresh", None, &[]),
+        // A hierarchy: org (4 CPUs) > mid > team-d (16 CPUs); org > team-c; org > small (2 CPUs);
+        // and a cycle.
+        queue("org", Some("Open"), &[("cpu", "4")]),
+        child(queue("mid", Some("Open"), &[]), "org"),
+        child(queue("team-c", Some("Open"), &[]), "org"),
+        child(queue("team-d", Some("Open"), &[("cpu", "16")]), "mid"),
+        child(queue("small", Some("Open"), &[("cpu", "2")]), "org"),
+        child(queue("loop-a", Some("Open"), &[]), "loop-b"),
+        child(queue("loop-b", Some("Open"), &[]), "loop-a"),
     ]
     .into_iter()
     .collect()
+}
+
+/// `queue` with `spec.parent: parent`.
+fn child((name, queue): (String, Arc<Queue>), parent: &str) -> (String, Arc<Queue>) {
+    let mut queue = Queue::clone(&queue);
+    queue.spec.parent = Some(parent.to_string());
+    (name, Arc::new(queue))
 }
 
 fn policy(name: &str, spec: Value) -> Arc<QueuePolicy> {
@@ -230,6 +246,39 @@ const Q: &str = keys::QUEUE_LABEL;
 const P: &str = keys::PRIORITY_CLASS_LABEL;
 const ERROR: Option<Severity> = Some(Severity::Error);
 const WARNING: Option<Severity> = Some(Severity::Warning);
+
+#[test]
+fn a_gang_above_an_ancestor_queues_capability_is_warned_of() {
+    let messages = |queue: &str, workers: i32| -> Vec<String> {
+        Case::create("hierarchy", job(&[(Q, queue)], workers))
+            .review()
+            .findings
+            .iter()
+            .filter(|f| f.rule.starts_with("volcano-gang-exceeds"))
+            .map(|f| format!("{:?} {}: {}", f.severity, f.rule, f.message))
+            .collect()
+    };
+    // The gang of a head and 4 workers needs 5 CPUs; org caps its subtree at 4.
+    assert_eq!(
+        messages("team-c", 4),
+        [
+            "Warning volcano-gang-exceeds-parent-capability: the gang needs cpu 5 but queue \"team-c\"'s ancestor queue \"org\" has capability cpu 4 (1 over): where Volcano enforces the queue hierarchy (capacity plugin, enableHierarchy) it can never admit this PodGroup; shrink the cluster or choose a queue under a bigger parent"
+        ]
+    );
+    assert_eq!(messages("team-c", 3), Vec::<String>::new());
+    // Through a parent without a capability, up to the grandparent.
+    assert_eq!(messages("team-d", 4).len(), 1);
+    assert!(messages("team-d", 4)[0].contains("queue \"team-d\"'s ancestor queue \"org\""));
+    // The queue's own capability is the error; its ancestors do not repeat the resource.
+    assert_eq!(
+        messages("small", 4),
+        [
+            "Error volcano-gang-exceeds-capability: the gang needs cpu 5 but queue \"small\" has capability cpu 2 (3 over): Volcano can never admit this PodGroup; shrink the cluster or choose a bigger queue"
+        ]
+    );
+    // A cycle ends the walk.
+    assert_eq!(messages("loop-a", 4), Vec::<String>::new());
+}
 
 #[test]
 fn volcano_queue_rules() {
