@@ -340,6 +340,52 @@ async fn oversize_gang_is_refused() {
 }
 
 #[tokio::test]
+async fn a_gang_above_its_parent_queues_capability_is_admitted_with_a_warning() {
+    let env = Env::load();
+    let ns = opted_in_namespace(&env, "qp-parent").await;
+    let parent = format!("{}-org", ns.name());
+    let child = format!("{}-team", ns.name());
+    open_queue(&ns, &parent, json!({"cpu": "4", "memory": "64Gi"})).await;
+    let queues: Api<Queue> = Api::all(ns.client());
+    let team: Queue = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": child},
+        "spec": {"weight": 1, "reclaimable": true, "parent": parent},
+    }))
+    .expect("a Queue");
+    queues
+        .create(&PostParams::default(), &team)
+        .await
+        .unwrap_or_else(|e| panic!("creating queue {child}: {e}"));
+    wait_queue_state(&ns, &child, "Open").await;
+    // Head + 4 workers: 5 CPUs in a queue whose parent caps its subtree at 4.
+    let mut job = ray_job("big", Some(&child), 4);
+    job["metadata"]["namespace"] = json!(ns.name());
+    let warning = format!(
+        "Warning: spec.rayClusterSpec: the gang needs cpu 5 but queue \"{child}\"'s ancestor queue \"{parent}\" has capability cpu 4 (1 over): where Volcano enforces the queue hierarchy (capacity plugin, enableHierarchy) it can never admit this PodGroup"
+    );
+    let stderr = ns
+        .wait_for("the parent's capability warning", SETTLE, || async {
+            let (ok, _, stderr) =
+                kubectl(&env, &["create", "--dry-run=server", "-f", "-"], &job).await;
+            anyhow::ensure!(ok, "refused: {stderr}");
+            Ok(stderr.contains(&warning).then_some(stderr))
+        })
+        .await;
+    assert!(
+        !stderr.contains("volcano-gang-exceeds-capability"),
+        "{stderr}"
+    );
+    // Control: head + 3 workers fit the parent's capability: no warning.
+    let mut fits = ray_job("fits", Some(&child), 3);
+    fits["metadata"]["namespace"] = json!(ns.name());
+    let (ok, _, stderr) = kubectl(&env, &["create", "--dry-run=server", "-f", "-"], &fits).await;
+    assert!(ok && !stderr.contains("ancestor queue"), "{stderr}");
+    delete_queue(&ns.client(), &child).await;
+    delete_queue(&ns.client(), &parent).await;
+}
+
+#[tokio::test]
 async fn disallowed_queue_is_refused_and_warn_mode_only_warns() {
     let env = Env::load();
     let ns = opted_in_namespace(&env, "qp-allowed").await;
