@@ -133,13 +133,22 @@ async fn status_reports_observed_generation_and_matched_namespaces() {
 
 /// A Queue named `name` with `capability`, once Volcano has opened it.
 async fn open_queue(ns: &TestNamespace, name: &str, capability: serde_json::Value) -> Queue {
+    open_queue_with(ns, name, json!({"capability": capability})).await
+}
+
+/// Creates the queue `name` with `spec` (beside a weight and `reclaimable`) and waits until it
+/// is Open.
+async fn open_queue_with(ns: &TestNamespace, name: &str, spec: serde_json::Value) -> Queue {
     let queues: Api<Queue> = Api::all(ns.client());
-    let queue: Queue = serde_json::from_value(json!({
+    let mut queue = json!({
         "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
         "metadata": {"name": name},
-        "spec": {"weight": 1, "reclaimable": true, "capability": capability},
-    }))
-    .expect("a Queue");
+        "spec": {"weight": 1, "reclaimable": true},
+    });
+    for (key, value) in spec.as_object().into_iter().flatten() {
+        queue["spec"][key] = value.clone();
+    }
+    let queue: Queue = serde_json::from_value(queue).expect("a Queue");
     queues
         .create(&PostParams::default(), &queue)
         .await
@@ -346,18 +355,7 @@ async fn a_gang_above_its_parent_queues_capability_is_admitted_with_a_warning() 
     let parent = format!("{}-org", ns.name());
     let child = format!("{}-team", ns.name());
     open_queue(&ns, &parent, json!({"cpu": "4", "memory": "64Gi"})).await;
-    let queues: Api<Queue> = Api::all(ns.client());
-    let team: Queue = serde_json::from_value(json!({
-        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-        "metadata": {"name": child},
-        "spec": {"weight": 1, "reclaimable": true, "parent": parent},
-    }))
-    .expect("a Queue");
-    queues
-        .create(&PostParams::default(), &team)
-        .await
-        .unwrap_or_else(|e| panic!("creating queue {child}: {e}"));
-    wait_queue_state(&ns, &child, "Open").await;
+    open_queue_with(&ns, &child, json!({"parent": parent})).await;
     // Head + 4 workers: 5 CPUs in a queue whose parent caps its subtree at 4.
     let mut job = ray_job("big", Some(&child), 4);
     job["metadata"]["namespace"] = json!(ns.name());
