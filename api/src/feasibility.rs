@@ -506,7 +506,7 @@ fn cluster_pods<'a>(spec: &'a RayClusterSpec, field: &str, sidecar: bool) -> Vec
         requests: head_requests,
         count: 1,
     }];
-    let autoscaling = spec.enable_in_tree_autoscaling == Some(true);
+    let autoscaling = spec.autoscaling();
     for (i, group) in spec.worker_group_specs.iter().flatten().enumerate() {
         if group.suspend == Some(true) {
             continue;

@@ -544,11 +544,22 @@ fn cluster_role(options: &InstallOptions) -> Value {
             // What the reconciler creates for them, read from its watch caches (never one by
             // one): Pods (replaced by deleting; patched only to label a multi-host Pod made before
             // raygate named replicas into one), head Services (patched on a retry), submitter
-            // Jobs, PodGroups (resized).
+            // Jobs, PodGroups (resized). `get` on Pods and `patch` on `pods/resize` are held only
+            // to grant them: RBAC lets raygate give an autoscaled cluster's Role no more than it
+            // holds itself.
             rule(
                 &[""],
                 &["pods"],
-                &["list", "watch", "create", "patch", "delete"],
+                &["get", "list", "watch", "create", "patch", "delete"],
+            ),
+            rule(&[""], &["pods/resize"], &["patch"]),
+            // An autoscaled cluster's autoscaler: its ServiceAccount, Role and RoleBinding,
+            // created with its head (never read).
+            rule(&[""], &["serviceaccounts"], &["create"]),
+            rule(
+                &["rbac.authorization.k8s.io"],
+                &["roles", "rolebindings"],
+                &["create"],
             ),
             rule(&[""], &["services"], &["list", "watch", "create", "patch"]),
             rule(

@@ -134,7 +134,7 @@ pub(crate) fn worker_group_replicas(group: &WorkerGroupSpec, autoscaling: bool) 
 /// The minimum is the one `minMember` counts: `clamp(replicas ?? min, min, max)`, or
 /// `minReplicas` with autoscaling.
 pub fn sub_group_policies(spec: &RayClusterSpec) -> Vec<SubGroupPolicySpec> {
-    let autoscaling = spec.enable_in_tree_autoscaling == Some(true);
+    let autoscaling = spec.autoscaling();
     spec.worker_group_specs
         .iter()
         .flatten()
@@ -306,7 +306,7 @@ fn add_into(total: &mut Resources, part: &Resources, times: i64) {
 
 /// The gang of a RayCluster spec, without any submitter. `field` prefixes error paths.
 pub fn cluster_gang(spec: &RayClusterSpec, field: &str) -> Result<GangSize, SizingError> {
-    let autoscaling = spec.enable_in_tree_autoscaling == Some(true);
+    let autoscaling = spec.autoscaling();
     let mut min_member: i64 = 1;
     let mut min_resources = pod_resources_at(spec.head_group_spec.template.spec.as_ref(), &|| {
         format!("{field}.headGroupSpec.template.spec")

@@ -71,6 +71,12 @@ pub(crate) fn namespace_and_name<K: Resource>(
 pub(crate) trait Perform<A> {
     /// Performs one write.
     async fn perform(&mut self, action: A) -> Result<(), ReconcileError>;
+
+    /// Whether the write just performed was a create that found its object there already (and
+    /// forgets it): the Event that follows the write says it was made, so it is not recorded.
+    fn found_existing(&mut self) -> bool {
+        false
+    }
 }
 
 /// A write that failed: the reason the core gives for it, and the error.
@@ -102,13 +108,18 @@ where
     A: decision::Action,
     P: Perform<A>,
 {
+    let mut found_existing = false;
     for action in decision.actions {
         if let Some(note) = action.event() {
-            writer.publish(note).await;
+            if !std::mem::take(&mut found_existing) {
+                writer.publish(note).await;
+            }
             continue;
         }
         let reason = action.failure_reason();
-        if let Err(error) = performer.perform(action).await {
+        let performed = performer.perform(action).await;
+        found_existing = performer.found_existing();
+        if let Err(error) = performed {
             if let Some(reason) = reason.filter(|_| !error.is_conflict()) {
                 writer
                     .publish(&EventNote::warning(reason, error.to_string()))
@@ -304,9 +315,20 @@ impl Writer {
             + Serialize
             + DeserializeOwned,
     {
+        self.create_new(object).await.map(drop)
+    }
+
+    /// Creates `object` unless it exists: whether this create made it.
+    pub(crate) async fn create_new<K>(&self, object: &K) -> Result<bool, ReconcileError>
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + Debug
+            + Serialize
+            + DeserializeOwned,
+    {
         let what = format!("{} {}", K::kind(&()), object.name_any());
-        self.create_in(&self.api(), object, &what).await?;
-        Ok(())
+        Ok(self.create_in(&self.api(), object, &what).await?.is_some())
     }
 
     /// Creates `object` unless it exists: the object as stored if this create made it, `None`
@@ -715,6 +737,57 @@ mod tests {
         assert!(failed.error.is_conflict());
         publish_all(writer, publisher).await;
         assert!(events(&seen.lock().expect("lock")).is_empty());
+    }
+
+    /// Creates `pod_group()` for every write and says whether it was there already.
+    struct CreateNew<'a> {
+        writer: &'a Writer,
+        found_existing: bool,
+    }
+
+    impl Perform<RayJobAction> for CreateNew<'_> {
+        async fn perform(&mut self, _: RayJobAction) -> Result<(), ReconcileError> {
+            self.found_existing = !self.writer.create_new(&pod_group()).await?;
+            Ok(())
+        }
+
+        fn found_existing(&mut self) -> bool {
+            std::mem::take(&mut self.found_existing)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_create_that_finds_its_object_earns_no_created_event() {
+        for (status, created_events) in [(201, 1), (409, 0)] {
+            let (client, seen) = fake_api(status);
+            let (writer, publisher) = writer(&client);
+            let decision = Decision {
+                actions: vec![
+                    RayJobAction::CreateService(Box::default()),
+                    RayJobAction::Event(EventNote::normal("CreatedService", "made")),
+                    RayJobAction::Event(EventNote::normal("Waiting", "always")),
+                ],
+                requeue_after: None,
+            };
+            let mut performer = CreateNew {
+                writer: &writer,
+                found_existing: false,
+            };
+            carry_out(&writer, &mut performer, decision)
+                .await
+                .unwrap_or_else(|failed| panic!("{}", failed.error));
+            publish_all(writer, publisher).await;
+            let events = events(&seen.lock().expect("lock"));
+            let created = events
+                .iter()
+                .filter(|e| e.contains("\"CreatedService\""))
+                .count();
+            assert_eq!(created, created_events, "{status}: {events:?}");
+            assert!(
+                events.iter().any(|e| e.contains("\"Waiting\"")),
+                "{status}: {events:?}"
+            );
+        }
     }
 
     /// A fake API server whose PodGroup CRD has no `subGroupPolicy`: it answers a PodGroup

@@ -149,7 +149,7 @@ fn raygate_refuses_a_kuberay_sample_only_for_a_feature_its_reconciler_does_not_r
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
-    // The autoscaler and GCS fault tolerance samples are there in every KubeRay release.
+    // The GCS fault tolerance samples are there in every KubeRay release.
     assert!(
         refused_by_raygate > 0,
         "no sample uses a feature raygate's reconciler refuses"

@@ -17,6 +17,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use serde_json::Value;
 
+use super::autoscaler;
 use crate::keys::{
     self, APP_NAME_LABEL, CREATED_BY_LABEL, CREATED_BY_VALUE, DEFAULT_CLIENT_PORT,
     DEFAULT_CLUSTER_DOMAIN, DEFAULT_DASHBOARD_PORT, DEFAULT_GCS_PORT, HEAD_GROUP, HEAD_NODE_TYPE,
@@ -409,7 +410,7 @@ pub fn ray_start_params(
             default("num-gpus", (gpus.nanos() / 1_000_000_000).to_string());
         }
     }
-    if cluster.spec.enable_in_tree_autoscaling == Some(true) {
+    if cluster.spec.autoscaling() {
         default("no-monitor", "true".to_string());
     }
     if let Some(resources) = resources.filter(|r| !r.is_empty()) {
@@ -478,7 +479,7 @@ pub fn ray_start_command(role: PodRole<'_>, params: &BTreeMap<String, String>) -
     command
 }
 
-fn field_env(name: &str, path: &str) -> EnvVar {
+pub(super) fn field_env(name: &str, path: &str) -> EnvVar {
     EnvVar {
         name: name.to_string(),
         value_from: Some(EnvVarSource {
@@ -492,7 +493,7 @@ fn field_env(name: &str, path: &str) -> EnvVar {
     }
 }
 
-fn value_env(name: &str, value: &str) -> EnvVar {
+pub(super) fn value_env(name: &str, value: &str) -> EnvVar {
     EnvVar {
         name: name.to_string(),
         value: Some(value.to_string()),
@@ -552,6 +553,13 @@ pub fn build_pod(
     labels.insert(keys::RAY_GROUP_LABEL.to_string(), group_name);
 
     let mut spec: PodSpec = template.spec.clone().unwrap_or_default();
+    let autoscaling = cluster.spec.autoscaling();
+    if autoscaling {
+        match role {
+            PodRole::Head => autoscaler::add_to_head(cluster, &mut spec),
+            PodRole::Worker(_) => autoscaler::add_to_worker(&cluster.spec, &mut spec),
+        }
+    }
     let params = ray_start_params(cluster, role, options);
     let ray_start = ray_start_command(role, &params);
     let keep_command = template_meta
@@ -602,6 +610,9 @@ pub fn build_pod(
             port_param("dashboard-agent-listen-port", DEFAULT_DASHBOARD_AGENT_PORT),
             port_param("dashboard-port", DEFAULT_DASHBOARD_PORT),
         );
+    }
+    if autoscaling && matches!(role, PodRole::Head) {
+        autoscaler::mount_logs(&mut spec);
     }
 
     let mut annotations = template_meta.annotations;

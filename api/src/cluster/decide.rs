@@ -8,10 +8,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{Pod, Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Resource;
 
+use super::autoscaler;
 use super::build::{self, BuildOptions, PodRole};
 use super::status::{self, StatusInput, is_terminating, node_type, phase};
 use super::upgrade::{self, Upgrade};
@@ -80,6 +82,12 @@ pub enum Action {
         /// Why, for logs and events.
         reason: String,
     },
+    /// Create the head's ServiceAccount for the autoscaler (AlreadyExists is success).
+    CreateServiceAccount(Box<ServiceAccount>),
+    /// Create the autoscaler's Role (AlreadyExists is success).
+    CreateRole(Box<Role>),
+    /// Create the autoscaler's RoleBinding (AlreadyExists is success).
+    CreateRoleBinding(Box<RoleBinding>),
     /// Create a Pod (AlreadyExists is success: a stale view asked for a name that exists).
     CreatePod(Box<Pod>),
     /// Add these labels to a running Pod (NotFound is success), guarded by its UID: a
@@ -115,6 +123,9 @@ impl decision::Action for Action {
             Action::CreateService(_) => "FailedToCreateService",
             Action::CreatePodGroup(_) => "FailedToCreatePodGroup",
             Action::ResizePodGroup(_) => "FailedToUpdatePodGroup",
+            Action::CreateServiceAccount(_) => "FailedToCreateServiceAccount",
+            Action::CreateRole(_) => "FailedToCreateRole",
+            Action::CreateRoleBinding(_) => "FailedToCreateRoleBinding",
             Action::DeletePod { .. } => "FailedDeleteWorkerPod",
             Action::CreatePod(pod) if is_head(pod) => "FailedCreateHeadPod",
             Action::CreatePod(_) => "FailedCreateWorkerPod",
@@ -381,6 +392,24 @@ fn earned_event(namespace: &str, write: &Action) -> Option<EventNote> {
             "CreatedService",
             format!("Created service {namespace}/{}", name(&service.metadata)),
         )),
+        Action::CreateServiceAccount(account) => Some(EventNote::normal(
+            "CreatedServiceAccount",
+            format!(
+                "Created service account {namespace}/{}",
+                name(&account.metadata)
+            ),
+        )),
+        Action::CreateRole(role) => Some(EventNote::normal(
+            "CreatedRole",
+            format!("Created role {namespace}/{}", name(&role.metadata)),
+        )),
+        Action::CreateRoleBinding(binding) => Some(EventNote::normal(
+            "CreatedRoleBinding",
+            format!(
+                "Created role binding {namespace}/{}",
+                name(&binding.metadata)
+            ),
+        )),
         Action::CreatePod(pod) => Some(EventNote::normal(
             if is_head(pod) {
                 "CreatedHeadPod"
@@ -555,6 +584,21 @@ fn pod_actions(
         actions.push(delete(extra, "more than one head Pod"));
     }
     if heads.is_empty() {
+        if cluster.spec.autoscaling() {
+            // What the head's autoscaler acts with, made before the head that runs as it. Made
+            // again with every new head, so a deleted one comes back then.
+            if autoscaler::creates_service_account(cluster) {
+                actions.push(Action::CreateServiceAccount(Box::new(
+                    autoscaler::build_service_account(cluster),
+                )));
+            }
+            actions.push(Action::CreateRole(Box::new(autoscaler::build_role(
+                cluster,
+            ))));
+            actions.push(Action::CreateRoleBinding(Box::new(
+                autoscaler::build_role_binding(cluster),
+            )));
+        }
         creates.push((PodRole::Head, None));
     }
 
@@ -672,18 +716,33 @@ fn worker_group_actions(
         .flatten()
         .map(String::as_str)
         .collect();
+    let members: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| {
+            !is_terminating(p)
+                && node_type(p) == Some(WORKER_NODE_TYPE)
+                && status::group(p) == Some(group.group_name.as_str())
+        })
+        .collect();
+    let replica_of = |pod: &Pod| -> Option<String> {
+        keys::value_in(pod.metadata.labels.as_ref(), keys::REPLICA_NAME_LABEL).map(str::to_string)
+    };
+    // A multi-host replica goes whole: naming one of its hosts names all of them, as in KubeRay.
+    let replicas_to_delete: BTreeSet<String> = members
+        .iter()
+        .filter(|p| to_delete.contains(p.metadata.name.as_deref().unwrap_or_default()))
+        .filter_map(|p| replica_of(p))
+        .collect();
     let mut remaining: Vec<&Pod> = Vec::new();
     let mut unhealthy = false;
-    for pod in pods.iter().filter(|p| {
-        !is_terminating(p)
-            && node_type(p) == Some(WORKER_NODE_TYPE)
-            && status::group(p) == Some(group.group_name.as_str())
-    }) {
+    for pod in members {
         let name = pod.metadata.name.as_deref().unwrap_or_default();
         if is_unhealthy(pod) {
             unhealthy = true;
             actions.push(delete(pod, &format!("the worker Pod is {}", phase(pod))));
-        } else if to_delete.contains(name) {
+        } else if to_delete.contains(name)
+            || replica_of(pod).is_some_and(|r| replicas_to_delete.contains(&r))
+        {
             actions.push(delete(pod, "listed in scaleStrategy.workersToDelete"));
         } else {
             remaining.push(pod);
@@ -694,7 +753,10 @@ fn worker_group_actions(
         return multi_host_actions(cluster, group, hosts, remaining, unhealthy, actions);
     }
     let desired = usize::try_from(status::desired_pods(group)).unwrap_or(usize::MAX);
-    if remaining.len() > desired {
+    if remaining.len() > desired && cluster.spec.autoscaling() {
+        // The autoscaler alone picks the workers to remove (`workersToDelete`), as in KubeRay.
+        Vec::new()
+    } else if remaining.len() > desired {
         // Scale down: Pods that are not running yet go first, then the newest.
         let (not_ready, ready): (Vec<&Pod>, Vec<&Pod>) = remaining
             .iter()
@@ -749,6 +811,9 @@ fn multi_host_actions(
     }
     let desired = u32::try_from(status::desired_pods(group) / i64::from(hosts)).unwrap_or(u32::MAX);
     let count = u32::try_from(replicas.len()).unwrap_or(u32::MAX);
+    if count > desired && cluster.spec.autoscaling() {
+        return Vec::new();
+    }
     if count > desired {
         let newest = |pods: &[&Pod]| {
             pods.iter()

@@ -6,6 +6,8 @@
 //!   way KubeRay v1.7 does (names, labels, `ray start` command, environment).
 //! * [`decide()`] compares a snapshot of what exists with the spec and returns the actions to
 //!   take, in order, with their Events and the status to write.
+//! * [`autoscaler`] adds the Ray autoscaler to the head Pod and builds the ServiceAccount, Role
+//!   and RoleBinding it acts with.
 //! * [`upgrade`] decides when `upgradeStrategy: Recreate` replaces the Pods.
 //!
 //! Pod names are deterministic: KubeRay's `generateName` prefix followed by a five-character
@@ -13,6 +15,7 @@
 //! from a stale view therefore asks to create a name that already exists, the API server
 //! answers AlreadyExists, and no second Pod is made — no scale expectations are needed.
 
+pub mod autoscaler;
 pub mod build;
 pub mod decide;
 pub mod status;

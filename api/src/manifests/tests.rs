@@ -184,6 +184,10 @@ fn rbac_is_least_privilege() {
                 assert!(named, "{resource} must be limited to raygate's own objects");
             }
             "rayjobs/finalizers" | "rayclusters/finalizers" => assert_eq!(verbs, &["update"]),
+            // An autoscaled cluster's access objects are only ever created (and collected by
+            // their owner); pods/resize is held only so it may be granted.
+            "serviceaccounts" | "roles" | "rolebindings" => assert_eq!(verbs, &["create"]),
+            "pods/resize" => assert_eq!(verbs, &["patch"]),
             // Everything else is changed with patches only.
             _ => assert!(
                 !verbs.iter().any(|verb| verb == "update"),
@@ -203,6 +207,10 @@ fn rbac_is_least_privilege() {
         .collect();
     for needed in [
         "pods",
+        "pods/resize",
+        "serviceaccounts",
+        "roles.rbac.authorization.k8s.io",
+        "rolebindings.rbac.authorization.k8s.io",
         "services",
         "jobs.batch",
         "podgroups.scheduling.volcano.sh",
@@ -226,7 +234,7 @@ fn rbac_is_least_privilege() {
     }
     assert_eq!(
         resources.len(),
-        19,
+        23,
         "unexpected extra grants: {resources:?}"
     );
 }

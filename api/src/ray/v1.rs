@@ -361,6 +361,23 @@ pub struct RayClusterSpec {
     pub tls_options: Option<serde_json::Value>,
 }
 
+impl RayClusterSpec {
+    /// KubeRay's `IsAutoscalingEnabled`: `enableInTreeAutoscaling` is set and true.
+    pub fn autoscaling(&self) -> bool {
+        self.enable_in_tree_autoscaling == Some(true)
+    }
+
+    /// KubeRay's `IsAutoscalingV2Enabled`: `autoscalerOptions.version` is `v2`.
+    pub fn autoscaler_v2(&self) -> bool {
+        self.autoscaler_version() == Some("v2")
+    }
+
+    /// `autoscalerOptions.version`, when set.
+    pub fn autoscaler_version(&self) -> Option<&str> {
+        self.autoscaler_options.as_ref()?.version.as_deref()
+    }
+}
+
 /// Upgrade strategy of a user-created RayCluster.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

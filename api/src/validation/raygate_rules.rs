@@ -103,9 +103,6 @@ pub const RAYJOB_ENTRYPOINT_RESOURCES_INVALID: &str = "rayjob-entrypoint-resourc
 /// same messages as here (docs/upstream.md, "KubeRay: RayJob submitter"; defect 19).
 pub const RAYJOB_METADATA_RAY_VERSION: &str = "rayjob-metadata-ray-version";
 
-/// **Error, `--reconciler raygate` only.** `enableInTreeAutoscaling: true`: raygate's own
-/// reconciler does not run the Ray autoscaler.
-pub const UNSUPPORTED_IN_TREE_AUTOSCALING: &str = "unsupported-in-tree-autoscaling";
 /// **Error, `--reconciler raygate` only.** GCS fault tolerance (`gcsFaultToleranceOptions`, or
 /// annotation `ray.io/ft-enabled: "true"`): not run by raygate's reconciler.
 pub const UNSUPPORTED_GCS_FAULT_TOLERANCE: &str = "unsupported-gcs-fault-tolerance";
@@ -125,8 +122,7 @@ pub const UNSUPPORTED_TOKEN_AUTH: &str = "unsupported-token-auth";
 
 /// The rules that refuse a feature raygate's own reconciler does not run (`--reconciler raygate`
 /// only): each names the field and says to run the object with KubeRay or remove the field.
-pub const UNSUPPORTED_BY_RAYGATE_RECONCILER: [&str; 7] = [
-    UNSUPPORTED_IN_TREE_AUTOSCALING,
+pub const UNSUPPORTED_BY_RAYGATE_RECONCILER: [&str; 6] = [
     UNSUPPORTED_GCS_FAULT_TOLERANCE,
     UNSUPPORTED_TLS,
     UNSUPPORTED_HISTORY_SERVER,
@@ -136,7 +132,7 @@ pub const UNSUPPORTED_BY_RAYGATE_RECONCILER: [&str; 7] = [
 ];
 
 /// Every raygate rule name, in catalogue order.
-pub const ALL: [&str; 25] = [
+pub const ALL: [&str; 24] = [
     WORKER_GROUP_DUPLICATE_NAME,
     WORKER_GROUP_NAME_INVALID,
     WORKER_GROUP_REPLICAS_OUT_OF_RANGE,
@@ -155,7 +151,6 @@ pub const ALL: [&str; 25] = [
     RAYJOB_ENTRYPOINT_EMPTY,
     RAYJOB_ENTRYPOINT_RESOURCES_INVALID,
     RAYJOB_METADATA_RAY_VERSION,
-    UNSUPPORTED_IN_TREE_AUTOSCALING,
     UNSUPPORTED_GCS_FAULT_TOLERANCE,
     UNSUPPORTED_TLS,
     UNSUPPORTED_HISTORY_SERVER,

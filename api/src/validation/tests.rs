@@ -787,18 +787,6 @@ fn raycluster_rules() {
         ),
         // raygate reconciler
         raygate(fire(
-            "unsupported-in-tree-autoscaling",
-            "spec: {enableInTreeAutoscaling: true}",
-        )),
-        pass(
-            "unsupported-in-tree-autoscaling",
-            "spec: {enableInTreeAutoscaling: true}",
-        ),
-        raygate(pass(
-            "unsupported-in-tree-autoscaling",
-            "spec: {enableInTreeAutoscaling: false}",
-        )),
-        raygate(fire(
             "unsupported-gcs-fault-tolerance",
             "spec: {gcsFaultToleranceOptions: {redisAddress: 'r:1'}}",
         )),
@@ -1198,10 +1186,6 @@ fn rayjob_rules() {
             "autoscaler-v1-worker-restart-policy",
             "spec: {rayClusterSpec: {enableInTreeAutoscaling: true, workerGroupSpecs: [{template: {spec: {restartPolicy: Always}}}]}}",
         ),
-        raygate(fire(
-            "unsupported-in-tree-autoscaling",
-            "spec: {rayClusterSpec: {enableInTreeAutoscaling: true}}",
-        )),
         // ValidateRayJobSpec: runtimeEnvYAML
         fire(
             "rayjob-runtime-env-yaml-invalid",
@@ -1432,7 +1416,6 @@ status:
             "worker-group-duplicate-name",
             "worker-group-num-of-hosts",
             "tls-feature-gate",
-            "unsupported-in-tree-autoscaling",
             "unsupported-tls",
             "upgrade-strategy-invalid-type",
             "raycluster-status-suspending-and-suspended",
@@ -1559,12 +1542,21 @@ fn fields_messages_severities_and_compat() {
     );
 
     let findings = validate_ray_cluster(
-        &cluster("spec: {enableInTreeAutoscaling: true}"),
+        &cluster("spec: {headGroupSpec: {enableIngress: true}}"),
         &ctx("", R),
     );
     assert_eq!(
-        find(&findings, "unsupported-in-tree-autoscaling").message,
-        "enableInTreeAutoscaling is not supported by raygate's reconciler; run this object with KubeRay (--reconciler kuberay) or remove the field"
+        find(&findings, "unsupported-ingress").message,
+        "enableIngress is not supported by raygate's reconciler; run this object with KubeRay (--reconciler kuberay) or remove the field"
+    );
+    // raygate's reconciler runs the autoscaler (crate::cluster::autoscaler).
+    let findings = validate_ray_cluster(
+        &cluster("spec: {enableInTreeAutoscaling: true}"),
+        &ctx("", R),
+    );
+    assert!(
+        !findings.iter().any(|f| f.rule.starts_with("unsupported-")),
+        "{findings:?}"
     );
 }
 
@@ -1683,8 +1675,8 @@ fn every_rule_is_tested_and_catalogued() {
     let names = all_rule_names();
     assert_eq!(
         names.len(),
-        125,
-        "100 KubeRay rules + 25 raygate rules: {names:?}"
+        124,
+        "100 KubeRay rules + 24 raygate rules: {names:?}"
     );
     let tests = include_str!("tests.rs");
     let catalogue = include_str!("../../../docs/validation-rules.md");

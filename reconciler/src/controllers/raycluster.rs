@@ -345,6 +345,7 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
         cluster,
         name: &name,
         stored: None,
+        found_existing: false,
     };
     match exec::carry_out(&writer, &mut performer, decide(None)).await {
         Ok(requeue) => Ok(requeue),
@@ -376,6 +377,8 @@ struct Performer<'a> {
     name: &'a str,
     /// The RayCluster as stored, read before the first Pod is created.
     stored: Option<Value>,
+    /// Whether the last write was a create that found its object there already.
+    found_existing: bool,
 }
 
 impl Performer<'_> {
@@ -416,6 +419,18 @@ impl Perform<Action> for Performer<'_> {
             Action::CreateService(service) => {
                 writer.create(&*service).await?;
                 self.expect_in_cache("Service", &service.name_any());
+                Ok(())
+            }
+            Action::CreateServiceAccount(account) => {
+                self.found_existing = !writer.create_new(&*account).await?;
+                Ok(())
+            }
+            Action::CreateRole(role) => {
+                self.found_existing = !writer.create_new(&*role).await?;
+                Ok(())
+            }
+            Action::CreateRoleBinding(binding) => {
+                self.found_existing = !writer.create_new(&*binding).await?;
                 Ok(())
             }
             Action::CreatePodGroup(pg) => {
@@ -495,6 +510,10 @@ impl Perform<Action> for Performer<'_> {
             // Events are published by `exec::carry_out`.
             Action::Event(_) => Ok(()),
         }
+    }
+
+    fn found_existing(&mut self) -> bool {
+        std::mem::take(&mut self.found_existing)
     }
 }
 

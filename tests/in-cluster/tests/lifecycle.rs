@@ -280,7 +280,7 @@ fn steady_rayjob() -> DynamicObject {
 
 /// Grants raygate uses on paths this suite does not take, so that its audit cannot show them
 /// used; each names the path.
-const NOT_USED_HERE: [(&str, &str, &str); 14] = [
+const NOT_USED_HERE: [(&str, &str, &str); 19] = [
     // The `OwnerReferencesPermissionEnforcement` admission plugin (OpenShift turns it on; the
     // environment does not) lets only a user who may update an owner's `finalizers` set
     // `blockOwnerDeletion` on its dependents, which raygate's objects carry.
@@ -302,6 +302,14 @@ const NOT_USED_HERE: [(&str, &str, &str); 14] = [
     // A multi-host Pod made before raygate named replicas labelled into one
     // (`raygate_api::cluster::Action::LabelPod`): this suite's RayJobs have single-host groups.
     ("", "pods", "patch"),
+    // An autoscaled cluster's autoscaler access, made with its head
+    // (`raygate_api::cluster::autoscaler`): this suite's clusters do not autoscale. `get` on Pods
+    // and `patch` on `pods/resize` are held only to grant them to its Role.
+    ("", "pods", "get"),
+    ("", "pods/resize", "patch"),
+    ("", "serviceaccounts", "create"),
+    ("rbac.authorization.k8s.io", "roles", "create"),
+    ("rbac.authorization.k8s.io", "rolebindings", "create"),
     // A QueuePolicy's status: this suite creates none (tests/tests/queue_policy.rs does, with
     // raygate as a host process).
     ("raygate.io", "queuepolicies/status", "patch"),

@@ -813,7 +813,7 @@ fn the_clusters_own_gang_gets_the_gang_pending_condition_and_an_event() {
 #[test]
 fn an_invalid_cluster_gets_no_children_and_a_failed_status() {
     let mut c = cluster();
-    c.spec.enable_in_tree_autoscaling = Some(true);
+    c.spec.head_group_spec.enable_ingress = Some(true);
     let p = plan(&c, &[], None, None, true);
     assert!(p.actions.is_empty(), "{:?}", p.actions);
     assert_eq!(p.status.state.as_deref(), Some("failed"));
@@ -821,7 +821,7 @@ fn an_invalid_cluster_gets_no_children_and_a_failed_status() {
         p.status
             .reason
             .as_deref()
-            .is_some_and(|r| r.contains("enableInTreeAutoscaling")),
+            .is_some_and(|r| r.contains("enableIngress")),
         "{:?}",
         p.status.reason
     );
@@ -1535,4 +1535,165 @@ fn a_cluster_with_a_multi_host_group_gets_a_headless_worker_service_once() {
         created_services(&plan(&cluster(), &[], None, None, false)).len(),
         1
     );
+}
+
+fn autoscaled() -> RayCluster {
+    let mut c = cluster();
+    c.spec.enable_in_tree_autoscaling = Some(true);
+    c
+}
+
+fn name_of(meta: &ObjectMeta) -> &str {
+    meta.name.as_deref().unwrap_or_default()
+}
+
+fn rbac_writes(plan: &Plan) -> Vec<String> {
+    plan.actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::CreateServiceAccount(o) => {
+                Some(format!("ServiceAccount {}", name_of(&o.metadata)))
+            }
+            Action::CreateRole(o) => Some(format!("Role {}", name_of(&o.metadata))),
+            Action::CreateRoleBinding(o) => Some(format!("RoleBinding {}", name_of(&o.metadata))),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn an_autoscaled_head_is_preceded_by_what_its_autoscaler_acts_with() {
+    let c = autoscaled();
+    let p = plan(&c, &[], Some(&service(&c)), None, false);
+    assert_eq!(
+        rbac_writes(&p),
+        ["ServiceAccount demo", "Role demo", "RoleBinding demo"]
+    );
+    let first_rbac = p
+        .actions
+        .iter()
+        .position(|a| matches!(a, Action::CreateServiceAccount(_)))
+        .expect("a ServiceAccount");
+    let head = p
+        .actions
+        .iter()
+        .position(|a| matches!(a, Action::CreatePod(pod) if is_head(pod)))
+        .expect("a head");
+    assert!(first_rbac < head, "{:?}", p.actions);
+    assert_eq!(
+        p.events
+            .iter()
+            .filter(|e| e.reason.starts_with("CreatedRole") || e.reason == "CreatedServiceAccount")
+            .map(|e| e.message.as_str())
+            .collect::<Vec<_>>(),
+        [
+            "Created service account team/demo",
+            "Created role team/demo",
+            "Created role binding team/demo"
+        ]
+    );
+    // While the head lives nothing is asked again; without autoscaling nothing is asked at all.
+    let mut pods = Vec::new();
+    converge(&c, &mut pods);
+    assert!(rbac_writes(&plan(&c, &pods, Some(&service(&c)), None, false)).is_empty());
+    assert!(rbac_writes(&plan(&cluster(), &[], Some(&service(&c)), None, false)).is_empty());
+
+    // A head template that names its ServiceAccount: its user makes it, raygate binds it.
+    let mut named = autoscaled();
+    named
+        .spec
+        .head_group_spec
+        .template
+        .spec
+        .as_mut()
+        .expect("spec")
+        .service_account_name = Some("team-ray".into());
+    let p = plan(&named, &[], Some(&service(&named)), None, false);
+    assert_eq!(rbac_writes(&p), ["Role demo", "RoleBinding demo"]);
+    let Some(Action::CreateRoleBinding(binding)) = p
+        .actions
+        .iter()
+        .find(|a| matches!(a, Action::CreateRoleBinding(_)))
+    else {
+        panic!("a RoleBinding");
+    };
+    assert_eq!(
+        binding.subjects.as_ref().expect("subjects")[0].name,
+        "team-ray"
+    );
+    assert_eq!(
+        created(&p)
+            .iter()
+            .find(|pod| is_head(pod))
+            .and_then(|pod| pod.spec.as_ref()?.service_account_name.clone())
+            .as_deref(),
+        Some("team-ray")
+    );
+}
+
+#[test]
+fn with_autoscaling_only_the_workers_the_autoscaler_names_are_removed() {
+    let mut c = autoscaled();
+    let mut pods = Vec::new();
+    converge(&c, &mut pods);
+    assert_eq!(pods.len(), 1 + 2);
+    // Fewer replicas alone removes nobody: the autoscaler names whom.
+    c.spec.worker_group_specs.as_mut().expect("g")[0].replicas = Some(1);
+    let p = plan(&c, &pods, Some(&service(&c)), None, false);
+    assert!(deleted(&p).is_empty(), "{:?}", p.actions);
+    assert!(created(&p).is_empty());
+    let victim = pods
+        .iter()
+        .filter(|p| node_type(p) == Some("worker"))
+        .map(|p| p.metadata.name.clone().expect("name"))
+        .max()
+        .expect("a worker");
+    c.spec.worker_group_specs.as_mut().expect("g")[0].scale_strategy =
+        Some(crate::ray::v1::ScaleStrategy {
+            workers_to_delete: Some(vec![victim.clone()]),
+        });
+    let p = plan(&c, &pods, Some(&service(&c)), None, false);
+    assert_eq!(deleted(&p), std::slice::from_ref(&victim));
+    assert!(created(&p).is_empty(), "replicas 1 is what remains");
+    // Scaling up works as without autoscaling.
+    c.spec.worker_group_specs.as_mut().expect("g")[0].scale_strategy = None;
+    c.spec.worker_group_specs.as_mut().expect("g")[0].replicas = Some(4);
+    converge(&c, &mut pods);
+    assert_eq!(pods.len(), 1 + 4);
+}
+
+#[test]
+fn naming_one_host_of_a_multi_host_replica_removes_the_whole_replica() {
+    let mut c = multi_host(2);
+    c.spec.enable_in_tree_autoscaling = Some(true);
+    let mut pods = Vec::new();
+    converge(&c, &mut pods);
+    let named = pods
+        .iter()
+        .find(|p| {
+            keys::value_in(p.metadata.labels.as_ref(), keys::REPLICA_INDEX_LABEL) == Some("0")
+        })
+        .expect("a host of replica 0")
+        .clone();
+    let replica = keys::value_in(named.metadata.labels.as_ref(), keys::REPLICA_NAME_LABEL)
+        .expect("a replica");
+    let group = &mut c.spec.worker_group_specs.as_mut().expect("g")[0];
+    group.replicas = Some(1);
+    group.scale_strategy = Some(crate::ray::v1::ScaleStrategy {
+        workers_to_delete: Some(vec![named.metadata.name.clone().expect("name")]),
+    });
+    let p = plan(&c, &pods, Some(&service(&c)), None, false);
+    let mut expected: Vec<String> = pods
+        .iter()
+        .filter(|p| {
+            keys::value_in(p.metadata.labels.as_ref(), keys::REPLICA_NAME_LABEL) == Some(replica)
+        })
+        .map(|p| p.metadata.name.clone().expect("name"))
+        .collect();
+    let mut gone = deleted(&p);
+    expected.sort();
+    gone.sort();
+    assert_eq!(gone, expected);
+    assert_eq!(gone.len(), 2);
+    assert!(created(&p).is_empty());
 }

@@ -192,17 +192,14 @@ fn map_get<'m>(map: Option<&'m BTreeMap<String, String>>, key: &str) -> &'m str 
     map.and_then(|m| m.get(key)).map_or("", String::as_str)
 }
 
-/// `IsAutoscalingEnabled`: `enableInTreeAutoscaling` is set and true.
+/// `IsAutoscalingEnabled` ([`RayClusterSpec::autoscaling`]).
 pub(crate) fn autoscaling_enabled(spec: &RayClusterSpec) -> bool {
-    spec.enable_in_tree_autoscaling == Some(true)
+    spec.autoscaling()
 }
 
-/// `IsAutoscalingV2Enabled`: `autoscalerOptions.version` is `v2`.
+/// `IsAutoscalingV2Enabled` ([`RayClusterSpec::autoscaler_v2`]).
 fn autoscaling_v2(spec: &RayClusterSpec) -> bool {
-    spec.autoscaler_options
-        .as_ref()
-        .and_then(|a| a.version.as_deref())
-        == Some("v2")
+    spec.autoscaler_v2()
 }
 
 /// Head env `RAY_enable_autoscaler_v2` is `1` or `true`.

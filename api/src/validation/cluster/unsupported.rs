@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{autoscaling_enabled, ft_annotation_true, token_auth_enabled};
+use super::{ft_annotation_true, token_auth_enabled};
 use crate::keys;
 use crate::ray::v1::RayClusterSpec;
 use crate::validation::out::Out;
@@ -24,14 +24,6 @@ pub(super) fn validate(
             format!("{what} is not supported by raygate's reconciler; run this object with KubeRay (--reconciler kuberay) or remove the field"),
         );
     };
-    if autoscaling_enabled(spec) {
-        report(
-            rr::UNSUPPORTED_IN_TREE_AUTOSCALING,
-            "enableInTreeAutoscaling",
-            "enableInTreeAutoscaling",
-            out,
-        );
-    }
     if spec.gcs_fault_tolerance_options.is_some() {
         report(
             rr::UNSUPPORTED_GCS_FAULT_TOLERANCE,
