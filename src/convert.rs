@@ -7,7 +7,23 @@ use clap::ValueEnum;
 use raygate_api::conversion::{self, RayVersion};
 use raygate_api::input;
 
-use crate::{EXIT_INVALID, EXIT_VALID, read_inputs};
+use crate::flags::Files;
+use crate::input::read_inputs;
+use crate::{EXIT_INVALID, EXIT_VALID};
+
+/// Convert ray.io RayJobs and RayClusters between v1alpha1 and v1, offline.
+///
+/// Prints every document as YAML; other kinds pass through untouched. Fields only v1 has
+/// are kept in the `raygate.io/v1-fields` annotation in v1alpha1 and restored in v1.
+/// Exit codes: 0 converted, 1 some object cannot be converted, 2 unreadable input.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    files: Files,
+    /// The version to convert to.
+    #[arg(long, value_enum)]
+    to: Target,
+}
 
 /// The version to convert to.
 #[derive(Clone, Copy, ValueEnum)]
@@ -20,14 +36,14 @@ pub enum Target {
     V1alpha1,
 }
 
-/// Converts every RayJob and RayCluster of `files` to `target` and prints all documents as YAML,
-/// other kinds untouched. Nothing is printed when any document cannot be converted.
-pub fn run(files: &[String], target: Target) -> Result<u8> {
-    let documents = match read_inputs(files) {
+/// Converts every RayJob and RayCluster of the inputs to `--to` and prints all documents as
+/// YAML, other kinds untouched. Nothing is printed when any document cannot be converted.
+pub fn run(args: Args) -> Result<u8> {
+    let documents = match read_inputs(&args.files.files) {
         Ok(documents) => documents,
         Err(code) => return Ok(code),
     };
-    let desired = match target {
+    let desired = match args.to {
         Target::V1 => RayVersion::V1,
         Target::V1alpha1 => RayVersion::V1alpha1,
     };

@@ -21,7 +21,11 @@ use raygate_reconciler::dashboard::{AddressResolver, Dashboard};
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
-/// Flags of `raygate follow`.
+/// Follow a RayJob to its end: print each state transition, its Volcano PodGroup and,
+/// once it is over, the Ray job's output.
+///
+/// Exit codes: 0 Complete with jobStatus SUCCEEDED, 1 any other end, 2 on an error or
+/// timeout.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The RayJob's name.

@@ -16,6 +16,16 @@ use raygate_api::manifests::{
 };
 
 use crate::EXIT_VALID;
+use crate::flags::{OptInArgs, Reconciler};
+
+/// Print everything needed to install raygate (CRDs, RBAC, Deployment, Service, webhooks).
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    install: Box<InstallArgs>,
+    #[command(flatten)]
+    webhooks: WebhookConfigurationArgs,
+}
 
 /// Flags selecting the webhook configurations alone.
 #[derive(clap::Args)]
@@ -68,7 +78,7 @@ pub struct InstallArgs {
     #[arg(long, default_value_t = 2, value_name = "N")]
     replicas: u32,
     #[command(flatten)]
-    opt_in: crate::OptInArgs,
+    opt_in: OptInArgs,
     /// `failurePolicy` of the webhooks of opted-in namespaces (QueuePolicies are always
     /// checked: `Fail`).
     #[arg(long, value_enum, default_value_t = FailurePolicyArg::Fail)]
@@ -94,8 +104,8 @@ pub struct InstallArgs {
     enable_reconciler: bool,
     /// Controller of the RayJobs and RayClusters of namespaces without the
     /// `raygate.io/reconciler` label.
-    #[arg(long, value_enum, env = "RAYGATE_RECONCILER", default_value_t = crate::Reconciler::Raygate, value_name = "RECONCILER")]
-    reconciler: crate::Reconciler,
+    #[arg(long, value_enum, env = "RAYGATE_RECONCILER", default_value_t = Reconciler::Raygate, value_name = "RECONCILER")]
+    reconciler: Reconciler,
     /// Label selector on Namespaces (e.g. `team=ml,!legacy`): the reconciler leaves the Ray
     /// objects of namespaces it does not select alone; empty runs them everywhere.
     #[arg(
@@ -231,8 +241,8 @@ impl InstallArgs {
             webhook: self.enable_webhook,
             reconciler: self.enable_reconciler,
             default_reconciler: match self.reconciler {
-                crate::Reconciler::Raygate => "raygate",
-                crate::Reconciler::Kuberay => "kuberay",
+                Reconciler::Raygate => "raygate",
+                Reconciler::Kuberay => "kuberay",
             }
             .to_owned(),
             namespace_selector: self.namespace_selector,
@@ -258,7 +268,8 @@ impl InstallArgs {
 }
 
 /// Prints the installation (or only its webhook configurations) as multi-document YAML.
-pub fn run(install: InstallArgs, webhooks: WebhookConfigurationArgs) -> Result<u8> {
+pub fn run(args: Args) -> Result<u8> {
+    let Args { install, webhooks } = args;
     let (options, ca_bundle) = install.options()?;
     if !webhooks.webhook_configurations {
         io::stdout()

@@ -13,11 +13,29 @@ use raygate_api::validation::{ReconcilerKind, ValidationContext};
 use raygate_certs::config::parse_duration;
 use raygate_reconciler::{Config, LeaderElection};
 
+use crate::EXIT_VALID;
+use crate::flags::{MetricsArgs, NamespaceLabelArgs, RuleOptions};
 use crate::logging::LogArgs;
 
-/// Flags of `raygate reconcile` (each with an environment variable of the same meaning).
-#[derive(clap::Args, Debug)]
+/// Run raygate's reconciler: turns RayClusters into a head Service and Pods (with their
+/// Volcano PodGroup in opted-in namespaces), with leader election, health and metrics.
+///
+/// Exit codes: 0 after SIGTERM/SIGINT, 2 on a start-up error or a fatal API error. A
+/// leader that loses its Lease stops its controllers and stands by; it does not exit.
+#[derive(clap::Args)]
 pub struct Args {
+    #[command(flatten)]
+    args: Box<ReconcilerArgs>,
+    #[command(flatten)]
+    metrics: MetricsArgs,
+    #[command(flatten)]
+    log: LogArgs,
+}
+
+/// The reconciler's flags, of `raygate reconcile` and `raygate run` (each with an environment
+/// variable of the same meaning).
+#[derive(clap::Args, Debug)]
+pub struct ReconcilerArgs {
     /// Namespaces to watch, comma-separated; empty watches all namespaces.
     #[arg(
         long,
@@ -31,9 +49,9 @@ pub struct Args {
     #[arg(long, env = "RAYGATE_NAMESPACE_SELECTOR", value_name = "SELECTOR")]
     namespace_selector: Option<String>,
     #[command(flatten)]
-    opt_in: crate::NamespaceLabelArgs,
+    opt_in: NamespaceLabelArgs,
     #[command(flatten)]
-    rules: crate::RuleOptions,
+    rules: RuleOptions,
     /// Reconciles that run at once per controller (0: unbounded; one object is never
     /// reconciled twice at once).
     #[arg(
@@ -95,7 +113,7 @@ pub struct Args {
     ray_dashboard_address: Option<String>,
 }
 
-impl Args {
+impl ReconcilerArgs {
     /// The reconciler's configuration, checked.
     pub fn config(self) -> Result<Config> {
         let (lease_duration, renew_grace) = (
@@ -158,7 +176,8 @@ fn default_identity() -> String {
 }
 
 /// Runs the reconciler until SIGTERM/SIGINT, with its health and metrics on `--metrics-address`.
-pub fn run(args: Args, metrics: crate::MetricsArgs, log: LogArgs) -> Result<()> {
+pub fn run(args: Args) -> Result<u8> {
+    let Args { args, metrics, log } = args;
     crate::logging::init(log);
     let config = args.config()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -169,7 +188,7 @@ pub fn run(args: Args, metrics: crate::MetricsArgs, log: LogArgs) -> Result<()> 
         config,
         metrics.metrics_address,
     ))?;
-    Ok(())
+    Ok(EXIT_VALID)
 }
 
 #[cfg(test)]
@@ -181,7 +200,7 @@ mod tests {
     #[derive(Parser)]
     struct Cli {
         #[command(flatten)]
-        args: Args,
+        args: ReconcilerArgs,
     }
 
     fn config(argv: &[&str]) -> Result<Config> {

@@ -14,8 +14,25 @@ use std::sync::Arc;
 
 use raygate_webhook::MetricsSource;
 
+use crate::flags::{LabelAdminsArgs, MetricsArgs};
 use crate::logging::LogArgs;
-use crate::{MetricsArgs, reconcile, webhook};
+use crate::{EXIT_VALID, reconcile, webhook};
+
+/// Run the webhook and the reconciler in one process, as the install manifests'
+/// Deployment does: every replica serves the webhook, the Lease holder reconciles.
+///
+/// Exit codes: 0 after SIGTERM/SIGINT, 2 on a start-up error or a fatal error of either
+/// part. A leader that loses its Lease stops its controllers and stands by; it does not
+/// exit.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    args: Box<RunArgs>,
+    #[command(flatten)]
+    metrics: MetricsArgs,
+    #[command(flatten)]
+    log: LogArgs,
+}
 
 /// Flags of `raygate run`: those of `raygate webhook` and `raygate reconcile`, plus which
 /// parts run.
@@ -31,15 +48,21 @@ pub struct RunArgs {
     #[command(flatten)]
     webhook: Box<webhook::WebhookArgs>,
     #[command(flatten)]
-    reconciler: Box<reconcile::Args>,
+    reconciler: Box<reconcile::ReconcilerArgs>,
     #[command(flatten)]
-    label_admins: crate::LabelAdminsArgs,
+    label_admins: LabelAdminsArgs,
+}
+
+/// Runs `raygate run` until SIGTERM/SIGINT or the first fatal error.
+pub fn run(args: Args) -> Result<u8> {
+    run_parts(*args.args, args.metrics, args.log)?;
+    Ok(EXIT_VALID)
 }
 
 /// Runs the enabled parts until SIGTERM/SIGINT or the first fatal error, with one health and
 /// metrics listener: the webhook's, which also serves the reconciler's metrics, or the
 /// reconciler's own when the webhook is off.
-pub fn run(args: RunArgs, metrics: MetricsArgs, log: LogArgs) -> Result<()> {
+fn run_parts(args: RunArgs, metrics: MetricsArgs, log: LogArgs) -> Result<()> {
     if !args.enable_webhook && !args.enable_reconciler {
         bail!("--enable-webhook=false and --enable-reconciler=false leave nothing to run");
     }
@@ -205,7 +228,7 @@ mod tests {
         let cli =
             Cli::try_parse_from(["run", "--enable-webhook=false", "--enable-reconciler=false"])
                 .expect("parses");
-        let error = run(
+        let error = run_parts(
             cli.args,
             cli.metrics,
             LogArgs {

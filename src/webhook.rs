@@ -15,10 +15,30 @@ use raygate_webhook::server::{self, DEFAULT_MAX_BODY_BYTES};
 use raygate_webhook::{AppState, Caches, Draining, Limits, Metrics, MetricsSource, ServeOptions};
 use tokio::sync::watch;
 
+use crate::EXIT_VALID;
 use crate::certs::CertArgs;
+use crate::flags::{MetricsArgs, OptInArgs, RuleOptions};
 use crate::logging::LogArgs;
 
-/// Flags of `raygate webhook`.
+/// Run the admission webhook server (TLS): Pod onboarding into Volcano gangs for
+/// namespaces labelled `raygate.io/scheduler=volcano`, RayJob/RayCluster validation.
+///
+/// Runs until SIGTERM or SIGINT, then drains in-flight reviews.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    server: Box<WebhookArgs>,
+    #[command(flatten)]
+    opt_in: OptInArgs,
+    #[command(flatten)]
+    metrics: MetricsArgs,
+    #[command(flatten)]
+    rules: RuleOptions,
+    #[command(flatten)]
+    log: LogArgs,
+}
+
+/// The webhook server's flags, of `raygate webhook` and `raygate run`.
 #[derive(clap::Args)]
 pub struct WebhookArgs {
     #[command(flatten)]
@@ -84,13 +104,27 @@ pub struct Shared {
 }
 
 /// Runs the webhook server until SIGTERM or SIGINT, then drains in-flight requests.
-pub fn run(args: WebhookArgs, shared: Shared, log: LogArgs) -> Result<()> {
+pub fn run(args: Args) -> Result<u8> {
+    let Args {
+        server,
+        opt_in,
+        metrics,
+        rules,
+        log,
+    } = args;
+    let shared = Shared {
+        validation: rules.context(),
+        opt_in: opt_in.label(),
+        metrics_address: metrics.metrics_address,
+        more_metrics: None,
+    };
     crate::logging::init(log);
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?
-        .block_on(serve_args(args, shared, std::future::pending()))
+        .block_on(serve_args(*server, shared, std::future::pending()))?;
+    Ok(EXIT_VALID)
 }
 
 /// Serves the webhook until SIGTERM or SIGINT, or until `failed` resolves, on the caller's
