@@ -15,7 +15,7 @@ use serde_json::json;
 
 use super::{RUN, create, events_about, job_dashboard, pods, ray_job, wait_status};
 
-const OPT_IN: [(&str, &str); 1] = [(NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE)];
+pub(super) const OPT_IN: [(&str, &str); 1] = [(NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE)];
 
 fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
     pod.metadata
@@ -26,7 +26,7 @@ fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
 }
 
 /// Every pod is bound by Volcano into `ray-<job>-pg` as task `task` (or any task when `None`).
-fn assert_gang_bound(pods: &[Pod], job: &str, task: Option<&str>, dump: &str) {
+pub(super) fn assert_gang_bound(pods: &[Pod], job: &str, task: Option<&str>, dump: &str) {
     for pod in pods {
         let spec = pod.spec.as_ref().unwrap();
         let name = pod.metadata.name.as_deref().unwrap_or_default();
@@ -86,7 +86,7 @@ fn assert_ready_only_after_ray_answered(pod: &Pod) {
 }
 
 /// Every Pod is bound to one of the environment's real kubelet nodes.
-fn assert_on_real_nodes(pods: &[Pod], env: &Env, dump: &str) {
+pub(super) fn assert_on_real_nodes(pods: &[Pod], env: &Env, dump: &str) {
     let real = env.real_nodes();
     for pod in pods {
         let name = pod.metadata.name.as_deref().unwrap_or_default();

@@ -7,6 +7,7 @@
 //! their own with the shared Ray head and a reconciler of their own pointed at it; so does the
 //! crash test.
 
+mod autoscaler;
 mod crash;
 mod follow;
 mod gang;
