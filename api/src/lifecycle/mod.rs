@@ -30,6 +30,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::cluster::BuildOptions;
 use crate::feasibility::NodeKinds;
 use crate::features::FeatureGates;
 use crate::keys;
@@ -184,11 +185,9 @@ pub fn awaits_first_pass(job: &RayJob) -> bool {
 /// Operator-wide knobs (KubeRay's environment variables, raygate's flags).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LifecycleConfig {
-    /// DNS suffix of Service FQDNs (`CLUSTER_DOMAIN`).
-    pub cluster_domain: String,
-    /// Head Services keep a ClusterIP (`ENABLE_RAY_HEAD_CLUSTER_IP_SERVICE`) instead of being
-    /// headless; the RayJob head Service follows the cluster's.
-    pub head_cluster_ip: bool,
+    /// How the cluster's objects are built: the Service FQDNs' DNS suffix and whether head
+    /// Services keep a ClusterIP (the RayJob head Service follows the cluster's).
+    pub build: BuildOptions,
     /// Grace period after the Ray job is terminal, in seconds.
     pub transition_grace_period_seconds: i64,
     /// How long dashboard status checks may keep failing, in seconds.
@@ -204,8 +203,7 @@ pub struct LifecycleConfig {
 impl Default for LifecycleConfig {
     fn default() -> Self {
         LifecycleConfig {
-            cluster_domain: "cluster.local".to_string(),
-            head_cluster_ip: false,
+            build: BuildOptions::default(),
             transition_grace_period_seconds: 300,
             status_check_timeout_seconds: 300,
             delete_ray_job_after_finish: false,

@@ -69,8 +69,7 @@ struct Shared {
 /// Runs the RayJob controller on `caches` until the context's shutdown fires.
 pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
     let lifecycle = LifecycleConfig {
-        cluster_domain: ctx.config.build.cluster_domain.clone(),
-        head_cluster_ip: ctx.config.build.head_cluster_ip,
+        build: ctx.config.build.clone(),
         gates: ctx.config.validation.gates.clone(),
         ..LifecycleConfig::default()
     };

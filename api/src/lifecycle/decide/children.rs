@@ -1,7 +1,6 @@
 //! The RayJob's children: its RayCluster and its head Service.
 
 use super::{Flow, Pass, SLOW_REQUEUE};
-use crate::cluster::BuildOptions;
 use crate::lifecycle::Action;
 use crate::lifecycle::cluster::{
     job_head_service, job_head_service_name, job_head_service_patch, ray_cluster_for_job,
@@ -84,11 +83,7 @@ impl<'s, 'a> Pass<'s, 'a> {
     /// Running: `<rayjob>-head-svc` exists and selects the head of the current cluster
     /// (docs/upstream.md, "KubeRay: RayJob head Service").
     pub(super) fn sync_job_head_service(&mut self, cluster: &RayCluster) {
-        let options = BuildOptions {
-            cluster_domain: self.s.config.cluster_domain.clone(),
-            head_cluster_ip: self.s.config.head_cluster_ip,
-        };
-        let desired = job_head_service(self.s.job, cluster, &options);
+        let desired = job_head_service(self.s.job, cluster, &self.s.config.build);
         let name = job_head_service_name(self.s.job);
         match self.s.job_head_service {
             None => {

@@ -95,7 +95,8 @@ impl<'s, 'a> Pass<'s, 'a> {
                 self.explain_gang_wait();
                 return Flow::Break;
             }
-            self.st.dashboard_url = Some(dashboard_url(cluster, &self.s.config.cluster_domain));
+            self.st.dashboard_url =
+                Some(dashboard_url(cluster, &self.s.config.build.cluster_domain));
             // A gang-wait explanation is stale once the cluster is ready.
             self.st.message = None;
         }
