@@ -104,6 +104,10 @@ pub struct ReconcilerArgs {
     /// `ENABLE_RAY_HEAD_CLUSTER_IP_SERVICE`).
     #[arg(long, env = "ENABLE_RAY_HEAD_CLUSTER_IP_SERVICE", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     head_service_cluster_ip: bool,
+    /// Hold each worker in a `wait-gcs-ready` init container until its head's GCS answers
+    /// (KubeRay's `ENABLE_INIT_CONTAINER_INJECTION`; `false` leaves it to the templates).
+    #[arg(long, env = "ENABLE_INIT_CONTAINER_INJECTION", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    wait_gcs_ready: bool,
     /// Kubeconfig file (default: `KUBECONFIG`, `~/.kube/config`, else the in-cluster config).
     #[arg(long, value_name = "FILE")]
     kubeconfig: Option<std::path::PathBuf>,
@@ -156,6 +160,7 @@ impl ReconcilerArgs {
             build: BuildOptions {
                 cluster_domain: self.cluster_domain,
                 head_cluster_ip: self.head_service_cluster_ip,
+                wait_gcs_ready: self.wait_gcs_ready,
             },
             leader_election,
             kubeconfig: self.kubeconfig,
@@ -253,12 +258,19 @@ mod tests {
             "team.example/gang=yes",
             "--head-service-cluster-ip",
             "true",
+            "--wait-gcs-ready",
+            "false",
         ])
         .expect("valid flags");
         assert_eq!(config.watch_namespaces, ["a", "b", "c"]);
         assert!(config.leader_election.is_none());
         assert_eq!(config.opt_in_label.to_string(), "team.example/gang=yes");
         assert!(config.build.head_cluster_ip);
+        assert!(!config.build.wait_gcs_ready);
+        assert!(
+            self::config(&[]).expect("no flags").build.wait_gcs_ready,
+            "on by default, as in KubeRay"
+        );
         assert_eq!(config.scopes().len(), 3);
     }
 

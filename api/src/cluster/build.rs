@@ -17,7 +17,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use serde_json::Value;
 
-use super::autoscaler;
+use super::{autoscaler, gcs_wait};
 use crate::keys::{
     self, APP_NAME_LABEL, CREATED_BY_LABEL, CREATED_BY_VALUE, DEFAULT_CLIENT_PORT,
     DEFAULT_CLUSTER_DOMAIN, DEFAULT_DASHBOARD_PORT, DEFAULT_GCS_PORT, HEAD_GROUP, HEAD_NODE_TYPE,
@@ -34,6 +34,9 @@ pub struct BuildOptions {
     /// Keep a ClusterIP on the head Service (`ENABLE_RAY_HEAD_CLUSTER_IP_SERVICE=true`) instead
     /// of making it headless.
     pub head_cluster_ip: bool,
+    /// Put the `wait-gcs-ready` init container into worker Pods
+    /// (`ENABLE_INIT_CONTAINER_INJECTION`, on unless `false`).
+    pub wait_gcs_ready: bool,
 }
 
 impl Default for BuildOptions {
@@ -41,6 +44,7 @@ impl Default for BuildOptions {
         BuildOptions {
             cluster_domain: DEFAULT_CLUSTER_DOMAIN.to_string(),
             head_cluster_ip: false,
+            wait_gcs_ready: true,
         }
     }
 }
@@ -503,7 +507,8 @@ pub(super) fn value_env(name: &str, value: &str) -> EnvVar {
 
 /// Builds one Pod of `cluster` named `name`: the role's template with KubeRay's labels, the
 /// cluster ownerReference, the `ray start` command, environment and health probes in
-/// `containers[0]`, and a memory-backed `/dev/shm`.
+/// `containers[0]`, a memory-backed `/dev/shm`, and on a worker the `wait-gcs-ready` init
+/// container.
 pub fn build_pod(
     cluster: &RayCluster,
     role: PodRole<'_>,
@@ -552,7 +557,12 @@ pub fn build_pod(
     labels.insert(keys::RAY_NODE_TYPE_LABEL.to_string(), node_type.to_string());
     labels.insert(keys::RAY_GROUP_LABEL.to_string(), group_name);
 
+    let fqdn = head_service_fqdn(cluster, options);
+    let port = gcs_port(cluster);
     let mut spec: PodSpec = template.spec.clone().unwrap_or_default();
+    if options.wait_gcs_ready && matches!(role, PodRole::Worker(_)) {
+        gcs_wait::add_to_worker(&mut spec, &format!("{fqdn}:{port}"));
+    }
     let autoscaling = cluster.spec.autoscaling();
     if autoscaling {
         match role {
@@ -567,8 +577,6 @@ pub fn build_pod(
         .as_ref()
         .and_then(|a| a.get(OVERWRITE_CONTAINER_CMD_ANNOTATION))
         .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-    let fqdn = head_service_fqdn(cluster, options);
-    let port = gcs_port(cluster);
     if let Some(container) = spec.containers.first_mut() {
         set_command(container, &ray_start, keep_command);
         let mut env = vec![

@@ -8,6 +8,7 @@
 //!   take, in order, with their Events and the status to write.
 //! * [`autoscaler`] adds the Ray autoscaler to the head Pod and builds the ServiceAccount, Role
 //!   and RoleBinding it acts with.
+//! * [`gcs_wait`] adds the init container that holds a worker until the head's GCS answers.
 //! * [`upgrade`] decides when `upgradeStrategy: Recreate` replaces the Pods.
 //!
 //! Pod names are deterministic: KubeRay's `generateName` prefix followed by a five-character
@@ -18,6 +19,7 @@
 pub mod autoscaler;
 pub mod build;
 pub mod decide;
+pub mod gcs_wait;
 pub mod status;
 pub mod upgrade;
 

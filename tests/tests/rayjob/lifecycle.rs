@@ -85,6 +85,35 @@ fn assert_ready_only_after_ray_answered(pod: &Pod) {
     );
 }
 
+/// A worker Pod's `wait-gcs-ready` init container ran, found the head's GCS and exited 0, and
+/// the Ray container started only after it.
+fn assert_waited_for_the_gcs(pod: &Pod) {
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let status = pod.status.as_ref().unwrap();
+    let waited = status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .find(|c| c.name == "wait-gcs-ready")
+        .and_then(|c| c.state.as_ref()?.terminated.clone())
+        .unwrap_or_else(|| panic!("{name}: no finished wait-gcs-ready init container"));
+    assert_eq!(waited.exit_code, 0, "{name}: {waited:?}");
+    let ray_started = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .find(|c| c.name == "ray-worker")
+        .and_then(|c| c.state.as_ref()?.running.as_ref()?.started_at.clone())
+        .unwrap_or_else(|| panic!("{name}: the Ray container is not running"));
+    let gcs_found = waited
+        .finished_at
+        .unwrap_or_else(|| panic!("{name}: wait-gcs-ready has no finish time"));
+    assert!(
+        ray_started.0 >= gcs_found.0,
+        "{name}: Ray started at {ray_started:?}, before the GCS answered at {gcs_found:?}"
+    );
+}
+
 /// Every Pod is bound to one of the environment's real kubelet nodes.
 pub(super) fn assert_on_real_nodes(pods: &[Pod], env: &Env, dump: &str) {
     let real = env.real_nodes();
@@ -202,6 +231,9 @@ async fn a_rayjob_runs_gang_scheduled_to_success_and_its_cluster_goes_after_the_
     assert_gang_bound(&ray_pods, "demo", None, &ns.dump().await);
     for pod in &ray_pods {
         assert_ready_only_after_ray_answered(pod);
+        if pod.metadata.labels.as_ref().unwrap()["ray.io/node-type"] == "worker" {
+            assert_waited_for_the_gcs(pod);
+        }
     }
     let head_service = job_head_service_selecting(&ns, "demo", &cluster).await;
     let labels = head_service.metadata.labels.clone().unwrap_or_default();
