@@ -376,6 +376,19 @@ impl RayClusterSpec {
     pub fn autoscaler_version(&self) -> Option<&str> {
         self.autoscaler_options.as_ref()?.version.as_deref()
     }
+
+    /// KubeRay's `IsAuthEnabled`: `authOptions.mode` is `token`.
+    pub fn token_auth(&self) -> bool {
+        self.auth_options.as_ref().and_then(|a| a.mode.as_deref()) == Some("token")
+    }
+
+    /// KubeRay's `IsK8sAuthEnabled`: `authOptions.enableK8sTokenAuth` is set and true.
+    pub fn k8s_token_auth(&self) -> bool {
+        self.auth_options
+            .as_ref()
+            .and_then(|a| a.enable_k8s_token_auth)
+            == Some(true)
+    }
 }
 
 /// Upgrade strategy of a user-created RayCluster.

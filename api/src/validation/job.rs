@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::ValidationContext;
-use super::cluster::{self, autoscaling_enabled, effective_name, k8s_token_auth_enabled};
+use super::cluster::{self, effective_name};
 use super::k8s::go_string_list;
 use super::out::Out;
 use super::raygate_rules as rr;
@@ -217,7 +217,7 @@ fn validate_spec(job: &RayJob, ctx: &ValidationContext, findings: &mut Vec<Findi
 
     // 9.
     if let Some(cluster_spec) = &spec.ray_cluster_spec {
-        if k8s_token_auth_enabled(cluster_spec) {
+        if cluster_spec.k8s_token_auth() {
             Out::new(findings, "spec.", "").kuberay(
                 "rayjob-k8s-token-auth-unsupported",
                 "rayClusterSpec.authOptions.enableK8sTokenAuth",
@@ -317,7 +317,7 @@ fn deletion(job: &RayJob, ctx: &ValidationContext, out: &mut Out<'_>) {
     let autoscaling = spec
         .ray_cluster_spec
         .as_ref()
-        .is_some_and(autoscaling_enabled);
+        .is_some_and(crate::ray::v1::RayClusterSpec::autoscaling);
     if legacy {
         legacy_policies(job, selector, autoscaling, out);
     } else if !rules.is_empty() {

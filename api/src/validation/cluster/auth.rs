@@ -1,6 +1,5 @@
 //! `ValidateRayClusterSpec`, step 15: token authentication (`authOptions`).
 
-use super::{k8s_token_auth_enabled, token_auth_enabled};
 use crate::ray::v1::RayClusterSpec;
 use crate::validation::out::Out;
 use crate::validation::version::GenericVersion;
@@ -8,8 +7,8 @@ use crate::validation::version::GenericVersion;
 /// Step 15: token mode needs a recent enough Ray; Kubernetes token auth needs token mode, a
 /// more recent Ray, and no secret name.
 pub(super) fn validate(spec: &RayClusterSpec, out: &mut Out<'_>) {
-    let k8s = k8s_token_auth_enabled(spec);
-    if !token_auth_enabled(spec) {
+    let k8s = spec.k8s_token_auth();
+    if !spec.token_auth() {
         if k8s {
             out.kuberay(
                 "auth-k8s-token-without-token-mode",

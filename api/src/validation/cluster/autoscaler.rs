@@ -3,10 +3,7 @@
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 
-use super::{
-    RAY_ENABLE_AUTOSCALER_V2, autoscaling_enabled, autoscaling_v2, env_var, has_env, pod_spec,
-    ray_container, workers,
-};
+use super::{RAY_ENABLE_AUTOSCALER_V2, env_var, has_env, pod_spec, ray_container, workers};
 use crate::ray::v1::RayClusterSpec;
 use crate::validation::out::Out;
 
@@ -15,7 +12,7 @@ const KUBERAY_GEN_AUTOSCALER_START_CMD: &str = "KUBERAY_GEN_AUTOSCALER_START_CMD
 /// Steps 10–13, in KubeRay's order.
 pub(super) fn validate(spec: &RayClusterSpec, out: &mut Out<'_>) {
     // Steps 10 and 11 exclude each other.
-    if autoscaling_enabled(spec) {
+    if spec.autoscaling() {
         in_tree_autoscaling(spec, out);
     } else {
         v2_env_without_autoscaling(spec, out);
@@ -93,7 +90,7 @@ fn in_tree_autoscaling(spec: &RayClusterSpec, out: &mut Out<'_>) {
             format!("both .spec.autoscalerOptions.version and head Pod env var {RAY_ENABLE_AUTOSCALER_V2} are set, please only use the former"),
         );
     }
-    if autoscaling_v2(spec) {
+    if spec.autoscaler_v2() {
         let head_policy = restart_policy(&head.template);
         if !head_policy.is_empty() && head_policy != "Never" {
             out.kuberay(
@@ -118,7 +115,7 @@ fn in_tree_autoscaling(spec: &RayClusterSpec, out: &mut Out<'_>) {
 /// The autoscaler-v1 restartPolicy warning, emitted after the spec rules (docs/upstream.md,
 /// "KubeRay: validation").
 pub(crate) fn autoscaler_v1_restart_policy_warning(spec: &RayClusterSpec, out: &mut Out<'_>) {
-    if !autoscaling_enabled(spec) || autoscaling_v2(spec) {
+    if !spec.autoscaling() || spec.autoscaler_v2() {
         return;
     }
     let offending: Vec<(usize, &str)> = workers(spec)

@@ -6,8 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 
 use super::{
-    RAY_ENABLE_AUTOSCALER_V2, autoscaling_enabled, autoscaling_v2, containers, head_env_enables_v2,
-    map_get, ray_container, workers,
+    RAY_ENABLE_AUTOSCALER_V2, containers, head_env_enables_v2, map_get, ray_container, workers,
 };
 use crate::features::Feature;
 use crate::ray::v1::{RayClusterSpec, WorkerGroupSpec};
@@ -51,7 +50,7 @@ pub(super) fn head_group(spec: &RayClusterSpec, out: &mut Out<'_>) {
 
 /// Step 4: every rule of one worker group before the next group's.
 pub(super) fn worker_groups(spec: &RayClusterSpec, out: &mut Out<'_>) {
-    let autoscaling = autoscaling_enabled(spec);
+    let autoscaling = spec.autoscaling();
     let mut seen_names: HashMap<&str, usize> = HashMap::new();
     for (i, group) in workers(spec).iter().enumerate() {
         let base = format!("workerGroupSpecs[{i}]");
@@ -204,7 +203,7 @@ fn worker_group_idle_timeout(
             &format!("{base}.idleTimeoutSeconds"),
             format!("worker group {g}: idleTimeoutSeconds must be non-negative, got {idle}"),
         );
-    } else if !autoscaling_v2(spec) && !head_env_enables_v2(spec) {
+    } else if !spec.autoscaler_v2() && !head_env_enables_v2(spec) {
         out.kuberay(
             "worker-group-idle-timeout-requires-autoscaler-v2",
             &format!("{base}.idleTimeoutSeconds"),
@@ -246,7 +245,7 @@ fn worker_group_priority(
             Ok(_) => {}
         }
     }
-    if !autoscaling_v2(spec) && !head_env_enables_v2(spec) {
+    if !spec.autoscaler_v2() && !head_env_enables_v2(spec) {
         out.kuberay(
             "worker-group-priority-requires-autoscaler-v2",
             &format!("{base}.priority"),

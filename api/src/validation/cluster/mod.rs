@@ -192,16 +192,6 @@ fn map_get<'m>(map: Option<&'m BTreeMap<String, String>>, key: &str) -> &'m str 
     map.and_then(|m| m.get(key)).map_or("", String::as_str)
 }
 
-/// `IsAutoscalingEnabled` ([`RayClusterSpec::autoscaling`]).
-pub(crate) fn autoscaling_enabled(spec: &RayClusterSpec) -> bool {
-    spec.autoscaling()
-}
-
-/// `IsAutoscalingV2Enabled` ([`RayClusterSpec::autoscaler_v2`]).
-fn autoscaling_v2(spec: &RayClusterSpec) -> bool {
-    spec.autoscaler_v2()
-}
-
 /// Head env `RAY_enable_autoscaler_v2` is `1` or `true`.
 fn head_env_enables_v2(spec: &RayClusterSpec) -> bool {
     env_var(
@@ -210,19 +200,6 @@ fn head_env_enables_v2(spec: &RayClusterSpec) -> bool {
     )
     .and_then(|e| e.value.as_deref())
     .is_some_and(|v| v == "1" || v == "true")
-}
-
-/// `IsK8sAuthEnabled`.
-pub(crate) fn k8s_token_auth_enabled(spec: &RayClusterSpec) -> bool {
-    spec.auth_options
-        .as_ref()
-        .and_then(|a| a.enable_k8s_token_auth)
-        == Some(true)
-}
-
-/// `IsAuthEnabled`: `authOptions.mode` is `token`.
-fn token_auth_enabled(spec: &RayClusterSpec) -> bool {
-    spec.auth_options.as_ref().and_then(|a| a.mode.as_deref()) == Some("token")
 }
 
 /// Annotation `ray.io/ft-enabled` equals `true`, case-insensitively.

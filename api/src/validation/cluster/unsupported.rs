@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{ft_annotation_true, token_auth_enabled};
+use super::ft_annotation_true;
 use crate::keys;
 use crate::ray::v1::RayClusterSpec;
 use crate::validation::out::Out;
@@ -67,7 +67,7 @@ pub(super) fn validate(
             out,
         );
     }
-    if token_auth_enabled(spec) {
+    if spec.token_auth() {
         report(
             rr::UNSUPPORTED_TOKEN_AUTH,
             "authOptions.mode",
