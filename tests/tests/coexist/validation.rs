@@ -17,9 +17,9 @@ async fn a_feature_raygates_reconciler_lacks_is_refused_only_where_raygate_runs_
     let env = Env::load();
     let by_raygate = TestNamespace::with_labels(&env, "coexist-val-rg", &[OPT_IN, RAYGATE]).await;
     let by_kuberay = TestNamespace::with_labels(&env, "coexist-val-kr", &[OPT_IN, KUBERAY]).await;
-    let mut autoscaled = ray_job("autoscaled", "python -c 'print(1)'", json!({}));
-    autoscaled["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"] = json!(true);
-    let object: kube::api::DynamicObject = serde_json::from_value(autoscaled).expect("a RayJob");
+    let mut with_ingress = ray_job("ingress", "python -c 'print(1)'", json!({}));
+    with_ingress["spec"]["rayClusterSpec"]["headGroupSpec"]["enableIngress"] = json!(true);
+    let object: kube::api::DynamicObject = serde_json::from_value(with_ingress).expect("a RayJob");
     // Dry runs: admission runs in full, nothing is stored.
     let dry_run = PostParams {
         dry_run: true,
@@ -29,10 +29,10 @@ async fn a_feature_raygates_reconciler_lacks_is_refused_only_where_raygate_runs_
     let refused = ray_api(&by_raygate, "RayJob")
         .create(&dry_run, &object)
         .await
-        .expect_err("raygate's reconciler does not run in-tree autoscaling");
+        .expect_err("raygate's reconciler creates no Ingress");
     let message = refused.to_string();
     assert!(
-        message.contains("spec.rayClusterSpec.enableInTreeAutoscaling")
+        message.contains("spec.rayClusterSpec.headGroupSpec.enableIngress")
             && message.contains("not supported by raygate's reconciler"),
         "{message}"
     );
@@ -40,9 +40,9 @@ async fn a_feature_raygates_reconciler_lacks_is_refused_only_where_raygate_runs_
     let accepted = ray_api(&by_kuberay, "RayJob")
         .create(&dry_run, &object)
         .await
-        .unwrap_or_else(|e| panic!("KubeRay runs in-tree autoscaling: {e}"));
+        .unwrap_or_else(|e| panic!("KubeRay creates the head's Ingress: {e}"));
     assert_eq!(
-        accepted.data["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"],
+        accepted.data["spec"]["rayClusterSpec"]["headGroupSpec"]["enableIngress"],
         true
     );
 }
