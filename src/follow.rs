@@ -18,6 +18,7 @@ use raygate_api::ray::v1::RayJob;
 use raygate_api::volcano::PodGroup;
 use raygate_certs::config::parse_duration;
 use raygate_reconciler::dashboard::{AddressResolver, Dashboard};
+use raygate_reconciler::tokens::Tokens;
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
@@ -177,7 +178,7 @@ async fn follow(args: Args) -> Result<u8> {
         .await
         .context("no Kubernetes client (KUBECONFIG or in-cluster config)")?;
     let jobs: Api<RayJob> = Api::namespaced(client.clone(), &args.namespace);
-    let pod_groups: Api<PodGroup> = Api::namespaced(client, &args.namespace);
+    let pod_groups: Api<PodGroup> = Api::namespaced(client.clone(), &args.namespace);
     let pod_group_name = keys::pod_group_name(&args.name);
     let key = format!("{}/{}", args.namespace, args.name);
     let job_updates = watch(jobs, &args.name).map(|event| {
@@ -245,7 +246,20 @@ async fn follow(args: Args) -> Result<u8> {
             None => AddressResolver::ClusterDns,
         };
         let dashboard = Dashboard::new(resolver, Duration::from_secs(10));
-        match dashboard.logs(url, id).await {
+        let token = match (
+            finished.spec.ray_cluster_spec.as_ref(),
+            status.ray_cluster_name.as_deref(),
+        ) {
+            (Some(spec), Some(cluster)) => Tokens::new(client)
+                .of_spec(&args.namespace, cluster, spec)
+                .await
+                .unwrap_or_else(|error| {
+                    eprintln!("reading the Ray job's auth token: {error}");
+                    None
+                }),
+            _ => None,
+        };
+        match dashboard.logs(url, token.as_deref(), id).await {
             Ok(logs) => {
                 println!("--- output of Ray job {id} ---");
                 print!("{logs}");

@@ -556,6 +556,9 @@ fn cluster_role(options: &InstallOptions) -> Value {
             // An autoscaled cluster's autoscaler: its ServiceAccount, Role and RoleBinding,
             // created with its head (never read).
             rule(&[""], &["serviceaccounts"], &["create"]),
+            // A token-authenticated cluster's token: its Secret created with its head, and read
+            // (by name, never listed) for the dashboard calls.
+            rule(&[""], &["secrets"], &["get", "create"]),
             rule(
                 &["rbac.authorization.k8s.io"],
                 &["roles", "rolebindings"],

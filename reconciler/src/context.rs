@@ -64,6 +64,20 @@ pub enum ReconcileError {
     /// A call to the Ray dashboard failed.
     #[error(transparent)]
     Dashboard(#[from] DashboardError),
+    /// A token-authenticated cluster's Secret holds no `auth_token`.
+    #[error("Secret {secret} holds no Ray auth token: its data needs the key auth_token")]
+    NoToken {
+        /// `namespace/name` of the Secret.
+        secret: String,
+    },
+    /// The operating system gave no random bytes for a Ray auth token.
+    #[error("generating the Ray auth token of Secret {secret}: {source}")]
+    Token {
+        /// The Secret the token was for.
+        secret: String,
+        /// Why the random bytes could not be had.
+        source: getrandom::Error,
+    },
     /// A built object is not a Kubernetes object (a builder bug).
     #[error("{what}: the built object is not valid: {reason}")]
     Build {

@@ -12,6 +12,7 @@ use hyper::{Method, Request, StatusCode};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use raygate_api::cluster::auth::DASHBOARD_HEADER;
 use raygate_api::lifecycle::RayJobDetails;
 use serde_json::Value;
 
@@ -83,6 +84,18 @@ pub enum DashboardError {
     },
 }
 
+impl DashboardError {
+    /// Whether the dashboard refused the call's credentials (HTTP 401 or 403): the token sent
+    /// is not, or no longer, the cluster's.
+    pub fn is_refused(&self) -> bool {
+        matches!(
+            self,
+            DashboardError::Status { status, .. }
+                if *status == StatusCode::UNAUTHORIZED || *status == StatusCode::FORBIDDEN
+        )
+    }
+}
+
 /// The Jobs API client.
 #[derive(Clone, Debug)]
 pub struct Dashboard {
@@ -92,9 +105,9 @@ pub struct Dashboard {
 }
 
 impl Dashboard {
-    /// A client resolving addresses with `resolver`, giving up on each call after `timeout`. It
-    /// sends no credentials: raygate's reconciler refuses Ray token auth at admission
-    /// (`unsupported-token-auth`), so the dashboards it talks to have none.
+    /// A client resolving addresses with `resolver`, giving up on each call after `timeout`.
+    /// Each call takes the cluster's Ray auth token, if it has one ([`crate::tokens`]), sent in
+    /// the `x-ray-authorization` header.
     pub fn new(resolver: AddressResolver, timeout: Duration) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(timeout));
@@ -109,6 +122,7 @@ impl Dashboard {
         &self,
         method: Method,
         dashboard_url: &str,
+        token: Option<&str>,
         path: &str,
         body: Option<&Value>,
     ) -> Result<(StatusCode, String), DashboardError> {
@@ -122,6 +136,9 @@ impl Dashboard {
         let mut request = Request::builder()
             .method(method.clone())
             .uri(format!("http://{address}{path}"));
+        if let Some(token) = token {
+            request = request.header(DASHBOARD_HEADER, format!("Bearer {token}"));
+        }
         let payload = match body {
             Some(json) => {
                 request = request.header("content-type", "application/json");
@@ -173,10 +190,13 @@ impl Dashboard {
     pub async fn job(
         &self,
         dashboard_url: &str,
+        token: Option<&str>,
         submission_id: &str,
     ) -> Result<RayJobDetails, DashboardError> {
         let path = format!("/api/jobs/{submission_id}");
-        let answer = self.call(Method::GET, dashboard_url, &path, None).await?;
+        let answer = self
+            .call(Method::GET, dashboard_url, token, &path, None)
+            .await?;
         if answer.0 == StatusCode::NOT_FOUND {
             return Err(DashboardError::NotFound(submission_id.to_string()));
         }
@@ -190,10 +210,15 @@ impl Dashboard {
 
     /// `POST /api/jobs/`. A submission id Ray already has counts as submitted: Ray answers a
     /// duplicate with HTTP 500 and "already exists" (docs/upstream.md, "Ray: Jobs API").
-    pub async fn submit(&self, dashboard_url: &str, request: &Value) -> Result<(), DashboardError> {
+    pub async fn submit(
+        &self,
+        dashboard_url: &str,
+        token: Option<&str>,
+        request: &Value,
+    ) -> Result<(), DashboardError> {
         let path = "/api/jobs/";
         let answer = self
-            .call(Method::POST, dashboard_url, path, Some(request))
+            .call(Method::POST, dashboard_url, token, path, Some(request))
             .await?;
         if answer.0 == StatusCode::INTERNAL_SERVER_ERROR
             && (answer.1.contains("already exists")
@@ -208,10 +233,13 @@ impl Dashboard {
     pub async fn logs(
         &self,
         dashboard_url: &str,
+        token: Option<&str>,
         submission_id: &str,
     ) -> Result<String, DashboardError> {
         let path = format!("/api/jobs/{submission_id}/logs");
-        let answer = self.call(Method::GET, dashboard_url, &path, None).await?;
+        let answer = self
+            .call(Method::GET, dashboard_url, token, &path, None)
+            .await?;
         if answer.0 == StatusCode::NOT_FOUND {
             return Err(DashboardError::NotFound(submission_id.to_string()));
         }
@@ -232,10 +260,13 @@ impl Dashboard {
     pub async fn stop(
         &self,
         dashboard_url: &str,
+        token: Option<&str>,
         submission_id: &str,
     ) -> Result<bool, DashboardError> {
         let path = format!("/api/jobs/{submission_id}/stop");
-        let answer = self.call(Method::POST, dashboard_url, &path, None).await?;
+        let answer = self
+            .call(Method::POST, dashboard_url, token, &path, None)
+            .await?;
         if answer.0 == StatusCode::NOT_FOUND {
             return Err(DashboardError::NotFound(submission_id.to_string()));
         }
@@ -251,7 +282,79 @@ impl Dashboard {
 
 #[cfg(test)]
 mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
     use super::*;
+
+    /// A one-request dashboard on loopback answering `status` and `body`; returns its address
+    /// and the request it got, headers lowercased.
+    async fn one_answer(
+        status: &'static str,
+        body: &'static str,
+    ) -> (String, tokio::task::JoinHandle<String>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
+        let address = listener.local_addr().expect("its address").to_string();
+        let served = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.expect("a connection");
+            let mut request = Vec::new();
+            let mut buffer = [0u8; 4096];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                let read = stream.read(&mut buffer).await.expect("the request");
+                assert!(read > 0, "the connection closed mid-request");
+                request.extend_from_slice(&buffer[..read]);
+            }
+            let answer = format!(
+                "HTTP/1.1 {status}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            stream
+                .write_all(answer.as_bytes())
+                .await
+                .expect("the answer");
+            String::from_utf8_lossy(&request).to_lowercase()
+        });
+        (address, served)
+    }
+
+    #[tokio::test]
+    async fn a_token_goes_in_the_ray_authorization_header_and_only_then() {
+        let body = r#"{"status": "RUNNING", "submission_id": "s"}"#;
+        let dashboard = Dashboard::new(AddressResolver::ClusterDns, Duration::from_secs(5));
+        let (address, served) = one_answer("200 OK", body).await;
+        dashboard
+            .job(&address, Some("s3cr3t"), "s")
+            .await
+            .expect("the job");
+        let request = served.await.expect("served");
+        assert!(
+            request.contains("\r\nx-ray-authorization: bearer s3cr3t\r\n"),
+            "{request}"
+        );
+
+        let (address, served) = one_answer("200 OK", body).await;
+        dashboard.job(&address, None, "s").await.expect("the job");
+        let request = served.await.expect("served");
+        assert!(!request.contains("authorization"), "{request}");
+    }
+
+    #[tokio::test]
+    async fn a_refused_token_is_told_apart_from_other_failures() {
+        let dashboard = Dashboard::new(AddressResolver::ClusterDns, Duration::from_secs(5));
+        for (status, refused) in [
+            ("401 Unauthorized", true),
+            ("403 Forbidden", true),
+            ("500 Internal Server Error", false),
+        ] {
+            let (address, served) = one_answer(status, "no").await;
+            let error = dashboard
+                .job(&address, Some("old"), "s")
+                .await
+                .expect_err("an error status");
+            served.await.expect("served");
+            assert_eq!(error.is_refused(), refused, "{status}: {error}");
+        }
+    }
 
     #[test]
     fn resolver_maps_cluster_addresses() {

@@ -31,6 +31,7 @@ pub mod http;
 pub mod index;
 pub mod metrics;
 pub mod runtime;
+pub mod tokens;
 
 pub use context::{Context, NamespaceScope, ReconcileError, Shutdown, ShutdownTrigger};
 pub use metrics::Metrics;

@@ -32,6 +32,8 @@ impl Response {
 #[derive(Clone, Debug)]
 pub struct Dashboard {
     authority: String,
+    /// A Ray auth token, sent in `x-ray-authorization` ([`Dashboard::with_token`]).
+    token: Option<String>,
 }
 
 impl Dashboard {
@@ -46,6 +48,16 @@ impl Dashboard {
             .trim_end_matches('/');
         Dashboard {
             authority: authority.to_string(),
+            token: None,
+        }
+    }
+
+    /// The same client sending Ray auth token `token` with every request, as a
+    /// token-authenticated cluster's dashboard wants it.
+    pub fn with_token(self, token: &str) -> Dashboard {
+        Dashboard {
+            token: Some(token.to_string()),
+            ..self
         }
     }
 
@@ -103,9 +115,14 @@ impl Dashboard {
                 format!("connecting to the Ray dashboard at {}", self.authority)
             })?;
             let body = body.map(Value::to_string).unwrap_or_default();
+            let authorization = self
+                .token
+                .as_ref()
+                .map(|token| format!("x-ray-authorization: Bearer {token}\r\n"))
+                .unwrap_or_default();
             let request = format!(
                 "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAccept: */*\r\n\
-                 Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                 {authorization}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
                 self.authority,
                 body.len()
             );

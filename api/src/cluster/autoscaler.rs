@@ -17,7 +17,7 @@ use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::build::{field_env, owner_reference, value_env};
+use super::build::{check_name, field_env, owner_reference, value_env};
 use crate::keys::{self, APP_NAME_LABEL, CREATED_BY_LABEL, CREATED_BY_VALUE};
 use crate::ray::v1::{RayCluster, RayClusterSpec};
 
@@ -32,25 +32,6 @@ pub const START_COMMAND: &str = "ray kuberay-autoscaler --cluster-name $(RAY_CLU
 /// autoscaler's event logs from it.
 const LOG_VOLUME: &str = "ray-logs";
 const LOG_MOUNT_PATH: &str = "/tmp/ray";
-
-/// Longest name KubeRay gives an object derived from a cluster name (`utils.CheckName`).
-const MAX_NAME_LENGTH: usize = 50;
-
-/// KubeRay's `CheckName`: a name cut to its last 50 characters, and `r` in place of a first
-/// character that is a digit or punctuation.
-fn check_name(name: &str) -> String {
-    let cut = name
-        .char_indices()
-        .nth(name.chars().count().saturating_sub(MAX_NAME_LENGTH))
-        .map_or(name, |(at, _)| &name[at..]);
-    let mut chars = cut.chars();
-    match chars.next() {
-        Some(first) if first.is_ascii_digit() || first.is_ascii_punctuation() => {
-            format!("r{}", chars.as_str())
-        }
-        _ => cut.to_string(),
-    }
-}
 
 fn cluster_name(cluster: &RayCluster) -> &str {
     cluster.metadata.name.as_deref().unwrap_or_default()

@@ -17,7 +17,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use serde_json::Value;
 
-use super::{autoscaler, gcs_wait};
+use super::{auth, autoscaler, gcs_wait};
 use crate::keys::{
     self, APP_NAME_LABEL, CREATED_BY_LABEL, CREATED_BY_VALUE, DEFAULT_CLIENT_PORT,
     DEFAULT_CLUSTER_DOMAIN, DEFAULT_DASHBOARD_PORT, DEFAULT_GCS_PORT, HEAD_GROUP, HEAD_NODE_TYPE,
@@ -46,6 +46,25 @@ impl Default for BuildOptions {
             head_cluster_ip: false,
             wait_gcs_ready: true,
         }
+    }
+}
+
+/// Longest name KubeRay gives an object derived from a cluster name (`utils.CheckName`).
+const MAX_NAME_LENGTH: usize = 50;
+
+/// KubeRay's `CheckName`: a name cut to its last 50 characters, and `r` in place of a first
+/// character that is a digit or punctuation.
+pub fn check_name(name: &str) -> String {
+    let cut = name
+        .char_indices()
+        .nth(name.chars().count().saturating_sub(MAX_NAME_LENGTH))
+        .map_or(name, |(at, _)| &name[at..]);
+    let mut chars = cut.chars();
+    match chars.next() {
+        Some(first) if first.is_ascii_digit() || first.is_ascii_punctuation() => {
+            format!("r{}", chars.as_str())
+        }
+        _ => cut.to_string(),
     }
 }
 
@@ -622,6 +641,7 @@ pub fn build_pod(
     if autoscaling && matches!(role, PodRole::Head) {
         autoscaler::mount_logs(&mut spec);
     }
+    auth::add_to_pod(cluster, &mut spec);
 
     let mut annotations = template_meta.annotations;
     if let PodRole::Head = role {

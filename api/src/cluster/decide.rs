@@ -13,10 +13,10 @@ use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Resource;
 
-use super::autoscaler;
 use super::build::{self, BuildOptions, PodRole};
 use super::status::{self, StatusInput, is_terminating, node_type, phase};
 use super::upgrade::{self, Upgrade};
+use super::{auth, autoscaler};
 use crate::decision::{self, Decision, EventNote, PodGroupSize, STEADY_REQUEUE};
 use crate::feasibility::{self, NodeKinds, RayObject};
 use crate::keys::{self, HEAD_NODE_TYPE, WORKER_NODE_TYPE};
@@ -82,6 +82,12 @@ pub enum Action {
         /// Why, for logs and events.
         reason: String,
     },
+    /// Create the cluster's token Secret, with a token the performer generates: it never
+    /// passes through a decision (AlreadyExists is success: the token in use stays).
+    CreateAuthSecret {
+        /// Secret name ([`super::auth::created_secret_name`]).
+        name: String,
+    },
     /// Create the head's ServiceAccount for the autoscaler (AlreadyExists is success).
     CreateServiceAccount(Box<ServiceAccount>),
     /// Create the autoscaler's Role (AlreadyExists is success).
@@ -123,6 +129,7 @@ impl decision::Action for Action {
             Action::CreateService(_) => "FailedToCreateService",
             Action::CreatePodGroup(_) => "FailedToCreatePodGroup",
             Action::ResizePodGroup(_) => "FailedToUpdatePodGroup",
+            Action::CreateAuthSecret { .. } => "FailedToCreateSecret",
             Action::CreateServiceAccount(_) => "FailedToCreateServiceAccount",
             Action::CreateRole(_) => "FailedToCreateRole",
             Action::CreateRoleBinding(_) => "FailedToCreateRoleBinding",
@@ -584,6 +591,10 @@ fn pod_actions(
         actions.push(delete(extra, "more than one head Pod"));
     }
     if heads.is_empty() {
+        // The token every Pod reads, made before the first Pod that reads it.
+        if let Some(name) = auth::created_secret_name(cluster) {
+            actions.push(Action::CreateAuthSecret { name });
+        }
         if cluster.spec.autoscaling() {
             // What the head's autoscaler acts with, made before the head that runs as it. Made
             // again with every new head, so a deleted one comes back then.

@@ -8,6 +8,8 @@
 //!   take, in order, with their Events and the status to write.
 //! * [`autoscaler`] adds the Ray autoscaler to the head Pod and builds the ServiceAccount, Role
 //!   and RoleBinding it acts with.
+//! * [`auth`] gives every Ray process of a token-authenticated cluster its token, and builds
+//!   the Secret that holds it.
 //! * [`gcs_wait`] adds the init container that holds a worker until the head's GCS answers.
 //! * [`upgrade`] decides when `upgradeStrategy: Recreate` replaces the Pods.
 //!
@@ -16,6 +18,7 @@
 //! from a stale view therefore asks to create a name that already exists, the API server
 //! answers AlreadyExists, and no second Pod is made — no scale expectations are needed.
 
+pub mod auth;
 pub mod autoscaler;
 pub mod build;
 pub mod decide;

@@ -5,8 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Container, EnvVar, EnvVarSource, PodSpec, PodTemplateSpec, ResourceRequirements,
-    SecretKeySelector,
+    Container, EnvVar, PodSpec, PodTemplateSpec, ResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -14,6 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::cluster::owned_by;
 use super::{DEFAULT_SUBMITTER_BACKOFF_LIMIT, SUBMITTER_CONTAINER, SubmissionMode};
+use crate::cluster::auth;
 use crate::keys;
 use crate::onboarding::{GangMembership, RayPodRole, onboarding_patch};
 use crate::ray::v1::{RayClusterSpec, RayJob};
@@ -238,32 +238,15 @@ fn submitter_env(job: &RayJob, dashboard_url: &str, submission_id: &str) -> Vec<
         env("RAY_DASHBOARD_ADDRESS", dashboard_url),
         env("RAY_JOB_SUBMISSION_ID", submission_id),
     ];
-    let auth = job
-        .spec
-        .ray_cluster_spec
+    let cluster_name = job
+        .status
         .as_ref()
-        .and_then(|s| s.auth_options.as_ref())
-        .filter(|a| a.mode.as_deref() == Some("token"));
-    if let Some(auth) = auth {
-        let secret = auth
-            .secret_name
-            .clone()
-            .filter(|s| !s.is_empty())
-            .or_else(|| job.status.as_ref()?.ray_cluster_name.clone())
-            .unwrap_or_default();
-        vars.push(env("RAY_AUTH_MODE", "token"));
-        vars.push(EnvVar {
-            name: "RAY_AUTH_TOKEN".into(),
-            value: None,
-            value_from: Some(EnvVarSource {
-                secret_key_ref: Some(SecretKeySelector {
-                    name: secret,
-                    key: "auth_token".into(),
-                    optional: None,
-                }),
-                ..EnvVarSource::default()
-            }),
-        });
+        .and_then(|s| s.ray_cluster_name.as_deref())
+        .unwrap_or_default();
+    let secret =
+        (job.spec.ray_cluster_spec.as_ref()).and_then(|spec| auth::secret_name(spec, cluster_name));
+    if let Some(secret) = secret {
+        vars.extend(auth::token_env(&secret));
     }
     vars
 }

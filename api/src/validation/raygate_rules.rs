@@ -116,9 +116,10 @@ pub const UNSUPPORTED_NETWORK_POLICY: &str = "unsupported-network-policy";
 /// **Error, `--reconciler raygate` only.** `headGroupSpec.enableIngress: true`: raygate's
 /// reconciler creates no Ingress.
 pub const UNSUPPORTED_INGRESS: &str = "unsupported-ingress";
-/// **Error, `--reconciler raygate` only.** `authOptions.mode: token`: raygate's reconciler does
-/// not provision Ray auth tokens.
-pub const UNSUPPORTED_TOKEN_AUTH: &str = "unsupported-token-auth";
+/// **Error, `--reconciler raygate` only.** `authOptions.enableK8sTokenAuth: true`: raygate's
+/// reconciler runs token authentication with a token in a Secret only, not with Kubernetes
+/// service-account tokens.
+pub const UNSUPPORTED_K8S_TOKEN_AUTH: &str = "unsupported-k8s-token-auth";
 
 /// The rules that refuse a feature raygate's own reconciler does not run (`--reconciler raygate`
 /// only): each names the field and says to run the object with KubeRay or remove the field.
@@ -128,7 +129,7 @@ pub const UNSUPPORTED_BY_RAYGATE_RECONCILER: [&str; 6] = [
     UNSUPPORTED_HISTORY_SERVER,
     UNSUPPORTED_NETWORK_POLICY,
     UNSUPPORTED_INGRESS,
-    UNSUPPORTED_TOKEN_AUTH,
+    UNSUPPORTED_K8S_TOKEN_AUTH,
 ];
 
 /// Every raygate rule name, in catalogue order.
@@ -156,5 +157,5 @@ pub const ALL: [&str; 24] = [
     UNSUPPORTED_HISTORY_SERVER,
     UNSUPPORTED_NETWORK_POLICY,
     UNSUPPORTED_INGRESS,
-    UNSUPPORTED_TOKEN_AUTH,
+    UNSUPPORTED_K8S_TOKEN_AUTH,
 ];

@@ -816,12 +816,12 @@ fn raycluster_rules() {
             "spec: {headGroupSpec: {enableIngress: false}}",
         )),
         raygate(fire(
-            "unsupported-token-auth",
-            "spec: {authOptions: {mode: token}}",
+            "unsupported-k8s-token-auth",
+            "spec: {authOptions: {mode: token, enableK8sTokenAuth: true}}",
         )),
         raygate(pass(
-            "unsupported-token-auth",
-            "spec: {authOptions: {mode: disabled}}",
+            "unsupported-k8s-token-auth",
+            "spec: {authOptions: {mode: token}}",
         )),
         pass(
             "auth-token-ray-version-missing",

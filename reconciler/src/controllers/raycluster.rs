@@ -15,6 +15,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
+use base64::Engine;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -367,6 +368,17 @@ async fn pass(cluster: &RayCluster, shared: &Shared) -> Result<Requeue, Reconcil
     }
 }
 
+/// A fresh Ray auth token for Secret `secret`: random bytes from the operating system, in
+/// standard base64 (as KubeRay's).
+fn new_token(secret: &str) -> Result<String, ReconcileError> {
+    let mut bytes = [0u8; cluster::auth::TOKEN_BYTES];
+    getrandom::fill(&mut bytes).map_err(|source| ReconcileError::Token {
+        secret: secret.to_string(),
+        source,
+    })?;
+    Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
+}
+
 /// Carries out the RayCluster decision's writes.
 struct Performer<'a> {
     writer: &'a Writer,
@@ -419,6 +431,12 @@ impl Perform<Action> for Performer<'_> {
             Action::CreateService(service) => {
                 writer.create(&*service).await?;
                 self.expect_in_cache("Service", &service.name_any());
+                Ok(())
+            }
+            Action::CreateAuthSecret { name } => {
+                let token = new_token(&name)?;
+                let secret = cluster::auth::build_secret(self.cluster, &token);
+                self.found_existing = !writer.create_new(&secret).await?;
                 Ok(())
             }
             Action::CreateServiceAccount(account) => {

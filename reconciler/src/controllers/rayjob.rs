@@ -44,6 +44,7 @@ use crate::exec::{self, Perform, Writer};
 use crate::first_passes::FirstPasses;
 use crate::freshness::{CreateAnswers, Expected, SUPERSEDED_RECHECK, Superseded};
 use crate::index::Index;
+use crate::tokens::Tokens;
 
 /// The controller's name (metrics label, logs).
 pub const NAME: &str = "rayjob";
@@ -56,6 +57,8 @@ struct Shared {
     ctx: Arc<Context>,
     lifecycle: LifecycleConfig,
     dashboard: Dashboard,
+    /// The Ray auth tokens of token-authenticated clusters' dashboards.
+    tokens: Tokens,
     clusters: Store<RayCluster>,
     submitters: Store<Job>,
     /// The Pods, Services, PodGroups and queues: the RayJob's own and, for the ready status
@@ -85,6 +88,7 @@ pub fn run(ctx: &Arc<Context>, caches: &mut Caches) -> BoxFuture<'static, ()> {
     );
     let shared = Arc::new(Shared {
         dashboard: Dashboard::new(resolver, DASHBOARD_TIMEOUT),
+        tokens: Tokens::new(ctx.client.clone()),
         lifecycle,
         ctx: ctx.clone(),
         clusters: caches.ray_clusters.store(),
@@ -229,13 +233,27 @@ async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> 
         })
         .unwrap_or_default();
     let nodes = children.judged_nodes(&shared.ctx, ns);
-    let ray_job = match &reads.ray_job {
-        None => RayJobObservation::NotQueried,
-        Some((url, id)) => match shared.dashboard.job(url, id).await {
-            Ok(details) => RayJobObservation::Found(details),
-            Err(DashboardError::NotFound(_)) => RayJobObservation::NotFound,
-            Err(e) => RayJobObservation::Unreachable(e.to_string()),
-        },
+    let token = match cluster.as_deref() {
+        Some(cluster) => shared.tokens.of(cluster).await,
+        None => Ok(None),
+    };
+    let ray_job = match (&reads.ray_job, &token) {
+        (None, _) => RayJobObservation::NotQueried,
+        (Some(_), Err(error)) => RayJobObservation::Unreachable(error.to_string()),
+        (Some((url, id)), Ok(token)) => {
+            match shared.dashboard.job(url, token.as_deref(), id).await {
+                Ok(details) => RayJobObservation::Found(details),
+                Err(DashboardError::NotFound(_)) => RayJobObservation::NotFound,
+                Err(error) => {
+                    if error.is_refused()
+                        && let Some(cluster) = cluster.as_deref()
+                    {
+                        shared.tokens.forget(cluster);
+                    }
+                    RayJobObservation::Unreachable(error.to_string())
+                }
+            }
+        }
     };
     let snapshot = Snapshot {
         job,
@@ -258,6 +276,7 @@ async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> 
     let mut writes = RayJobWrites {
         writer: &writer,
         dashboard: &shared.dashboard,
+        token: token.ok().flatten(),
         superseded: &shared.ctx.superseded,
         expected: &shared.ctx.expected,
         create_answers: &shared.ctx.create_answers,
@@ -275,6 +294,8 @@ async fn pass(job: &RayJob, shared: &Shared) -> Result<Requeue, ReconcileError> 
 struct RayJobWrites<'a> {
     writer: &'a Writer,
     dashboard: &'a Dashboard,
+    /// The cluster's Ray auth token, when it has one and it could be read.
+    token: Option<String>,
     superseded: &'a Superseded,
     expected: &'a Expected,
     create_answers: &'a CreateAnswers,
@@ -458,13 +479,19 @@ impl Perform<Action> for RayJobWrites<'_> {
                 request,
             } => {
                 self.stored().await?;
-                self.dashboard.submit(&dashboard_url, &request).await?;
+                self.dashboard
+                    .submit(&dashboard_url, self.token.as_deref(), &request)
+                    .await?;
                 info!(submission_id = %request["submission_id"], "Ray job submitted");
             }
             Action::StopRayJob {
                 dashboard_url,
                 submission_id,
-            } => match self.dashboard.stop(&dashboard_url, &submission_id).await {
+            } => match self
+                .dashboard
+                .stop(&dashboard_url, self.token.as_deref(), &submission_id)
+                .await
+            {
                 Ok(stopped) => info!(%submission_id, stopped, "Ray job stop requested"),
                 Err(error) => {
                     warn!(%submission_id, %error, "could not stop the Ray job; deleting anyway")

@@ -87,7 +87,7 @@ fn assert_ready_only_after_ray_answered(pod: &Pod) {
 
 /// A worker Pod's `wait-gcs-ready` init container ran, found the head's GCS and exited 0, and
 /// the Ray container started only after it.
-fn assert_waited_for_the_gcs(pod: &Pod) {
+pub(super) fn assert_waited_for_the_gcs(pod: &Pod) {
     let name = pod.metadata.name.as_deref().unwrap_or_default();
     let status = pod.status.as_ref().unwrap();
     let waited = status

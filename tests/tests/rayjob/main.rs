@@ -14,6 +14,7 @@ mod gang;
 mod lifecycle;
 mod modes;
 mod pending;
+mod token_auth;
 
 use std::time::Duration;
 

@@ -1697,3 +1697,47 @@ fn naming_one_host_of_a_multi_host_replica_removes_the_whole_replica() {
     assert_eq!(gone.len(), 2);
     assert!(created(&p).is_empty());
 }
+
+fn token_secret_writes(p: &Plan) -> Vec<&str> {
+    p.actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::CreateAuthSecret { name } => Some(name.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_token_authenticated_head_is_preceded_by_its_token_secret() {
+    let mut c = cluster();
+    c.spec.auth_options = Some(crate::ray::v1::AuthOptions {
+        mode: Some("token".into()),
+        ..Default::default()
+    });
+    let p = plan(&c, &[], Some(&service(&c)), None, false);
+    assert_eq!(token_secret_writes(&p), ["demo"]);
+    let secret = p
+        .actions
+        .iter()
+        .position(|a| matches!(a, Action::CreateAuthSecret { .. }))
+        .expect("a Secret");
+    let first_pod = p
+        .actions
+        .iter()
+        .position(|a| matches!(a, Action::CreatePod(_)))
+        .expect("Pods");
+    assert!(secret < first_pod, "{:?}", p.actions);
+    // KubeRay records no Event for it; neither does raygate (the Secret is no secret, its
+    // content is).
+    assert!(p.events.iter().all(|e| !e.message.contains("Secret")));
+
+    // While the head lives it is not asked for again.
+    let mut pods = Vec::new();
+    converge(&c, &mut pods);
+    assert!(token_secret_writes(&plan(&c, &pods, Some(&service(&c)), None, false)).is_empty());
+
+    // A Secret the user names is the user's to make.
+    c.spec.auth_options.as_mut().expect("auth").secret_name = Some("team-token".into());
+    assert!(token_secret_writes(&plan(&c, &[], Some(&service(&c)), None, false)).is_empty());
+}

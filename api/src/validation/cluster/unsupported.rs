@@ -67,11 +67,11 @@ pub(super) fn validate(
             out,
         );
     }
-    if spec.token_auth() {
+    if spec.k8s_token_auth() {
         report(
-            rr::UNSUPPORTED_TOKEN_AUTH,
-            "authOptions.mode",
-            "authOptions.mode 'token'",
+            rr::UNSUPPORTED_K8S_TOKEN_AUTH,
+            "authOptions.enableK8sTokenAuth",
+            "authOptions.enableK8sTokenAuth (Kubernetes service-account tokens)",
             out,
         );
     }
