@@ -591,17 +591,17 @@ fn podgroup_refuses_objects_validate_rejects() {
 
 #[test]
 fn podgroup_judges_objects_for_the_reconciler_validate_judges_them_for() {
-    // raygate's own reconciler (the default of both commands) creates no Ingress; podgroup once
-    // judged every object for KubeRay and printed this cluster's PodGroup although validate
-    // rejected it.
-    let input = "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata: {name: elastic}\nspec:\n  headGroupSpec:\n    enableIngress: true\n    template: {spec: {containers: [{name: h, image: i, resources: {requests: {cpu: 1, memory: 1Gi}}}]}}\n";
+    // raygate's own reconciler (the default of both commands) does not run GCS fault tolerance;
+    // podgroup once judged every object for KubeRay and printed this cluster's PodGroup although
+    // validate rejected it.
+    let input = "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata: {name: elastic}\nspec:\n  gcsFaultToleranceOptions: {redisAddress: 'redis:6379'}\n  headGroupSpec:\n    template: {spec: {containers: [{name: h, image: i, resources: {requests: {cpu: 1, memory: 1Gi}}}]}}\n";
     let validate = raygate(&["validate", "-f", "-"], Some(input));
     assert_eq!(validate.status.code(), Some(1), "{}", stdout(&validate));
     let output = raygate(&["podgroup", "-f", "-"], Some(input));
     assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
     assert_eq!(stdout(&output), "");
     assert!(
-        stderr(&output).contains("unsupported-ingress"),
+        stderr(&output).contains("unsupported-gcs-fault-tolerance"),
         "{}",
         stderr(&output)
     );
@@ -644,9 +644,9 @@ fn objects_with_only_a_generate_name_are_named_by_it() {
 
 #[test]
 fn feature_gates_and_reconciler_change_the_verdict() {
-    let job = "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: j}\nspec:\n  entrypoint: x\n  deletionStrategy:\n    deletionRules:\n    - policy: DeleteCluster\n      condition: {jobStatus: SUCCEEDED}\n  rayClusterSpec:\n    headGroupSpec:\n      enableIngress: true\n      template: {spec: {containers: [{name: h, image: i}]}}\n";
-    // raygate's own reconciler is the default everywhere (the install runs it), and it creates
-    // no Ingress; KubeRay does.
+    let job = "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: j}\nspec:\n  entrypoint: x\n  deletionStrategy:\n    deletionRules:\n    - policy: DeleteCluster\n      condition: {jobStatus: SUCCEEDED}\n  rayClusterSpec:\n    gcsFaultToleranceOptions: {redisAddress: 'redis:6379'}\n    headGroupSpec:\n      template: {spec: {containers: [{name: h, image: i}]}}\n";
+    // raygate's own reconciler is the default everywhere (the install runs it), and it does not
+    // run GCS fault tolerance; KubeRay does.
     let own = raygate(&["validate", "-f", "-"], Some(job));
     assert_eq!(own.status.code(), Some(1));
     assert!(stdout(&own).contains("compat: raygate"), "{}", stdout(&own));

@@ -564,6 +564,8 @@ fn cluster_role(options: &InstallOptions) -> Value {
                 &["roles", "rolebindings"],
                 &["create"],
             ),
+            // A head Ingress (`enableIngress`), created with its head (never read).
+            rule(&["networking.k8s.io"], &["ingresses"], &["create"]),
             rule(&[""], &["services"], &["list", "watch", "create", "patch"]),
             rule(
                 &["batch"],

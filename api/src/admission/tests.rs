@@ -875,11 +875,12 @@ fn foundation_rules_still_apply() {
     );
 }
 
-/// The `unsupported-*` rules that fire on a RayJob with a head Ingress, reviewed with the
+/// The `unsupported-*` rules that fire on a RayJob with GCS fault tolerance, reviewed with the
 /// process-wide reconciler `default` in a namespace with `reconciler_label` (if any).
 fn unsupported_rules(default: ReconcilerKind, reconciler_label: Option<&str>) -> Vec<String> {
-    let mut ingress = job(&[(Q, "team-b")], 1);
-    ingress["spec"]["rayClusterSpec"]["headGroupSpec"]["enableIngress"] = json!(true);
+    let mut fault_tolerant = job(&[(Q, "team-b")], 1);
+    fault_tolerant["spec"]["rayClusterSpec"]["gcsFaultToleranceOptions"] =
+        json!({"redisAddress": "redis:6379"});
     let mut ns = namespace(true, None);
     if let Some(value) = reconciler_label {
         ns.labels
@@ -893,7 +894,7 @@ fn unsupported_rules(default: ReconcilerKind, reconciler_label: Option<&str>) ->
     };
     review_ray_object(RayObjectReview {
         operation: Operation::Create,
-        object: ingress,
+        object: fault_tolerant,
         old_object: None,
         namespace: &ns,
         opt_in: &OptInLabel::default(),
@@ -911,7 +912,7 @@ fn unsupported_rules(default: ReconcilerKind, reconciler_label: Option<&str>) ->
 
 #[test]
 fn the_namespaces_reconciler_label_decides_what_is_unsupported() {
-    let denied = vec!["Error unsupported-ingress".to_string()];
+    let denied = vec!["Error unsupported-gcs-fault-tolerance".to_string()];
     // The label wins over the process-wide setting, both ways.
     assert_eq!(
         unsupported_rules(ReconcilerKind::Kuberay, Some("raygate")),

@@ -144,7 +144,7 @@ pub(crate) fn identifier(cluster: &str, node_type: &str) -> String {
 
 /// The ports of the head: one per port of the Ray container (plus `metrics: 8080` when none is
 /// named so), or KubeRay's defaults when the container declares none; sorted by name.
-fn head_ports(cluster: &RayCluster) -> Vec<ServicePort> {
+pub(super) fn head_ports(cluster: &RayCluster) -> Vec<ServicePort> {
     let container_ports = cluster
         .spec
         .head_group_spec

@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{Pod, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Resource;
@@ -16,7 +17,7 @@ use kube::Resource;
 use super::build::{self, BuildOptions, PodRole};
 use super::status::{self, StatusInput, is_terminating, node_type, phase};
 use super::upgrade::{self, Upgrade};
-use super::{auth, autoscaler};
+use super::{auth, autoscaler, ingress};
 use crate::decision::{self, Decision, EventNote, PodGroupSize, STEADY_REQUEUE};
 use crate::feasibility::{self, NodeKinds, RayObject};
 use crate::keys::{self, HEAD_NODE_TYPE, WORKER_NODE_TYPE};
@@ -88,6 +89,8 @@ pub enum Action {
         /// Secret name ([`super::auth::created_secret_name`]).
         name: String,
     },
+    /// Create the head Ingress (AlreadyExists is success).
+    CreateIngress(Box<Ingress>),
     /// Create the head's ServiceAccount for the autoscaler (AlreadyExists is success).
     CreateServiceAccount(Box<ServiceAccount>),
     /// Create the autoscaler's Role (AlreadyExists is success).
@@ -130,6 +133,7 @@ impl decision::Action for Action {
             Action::CreatePodGroup(_) => "FailedToCreatePodGroup",
             Action::ResizePodGroup(_) => "FailedToUpdatePodGroup",
             Action::CreateAuthSecret { .. } => "FailedToCreateSecret",
+            Action::CreateIngress(_) => "FailedToCreateIngress",
             Action::CreateServiceAccount(_) => "FailedToCreateServiceAccount",
             Action::CreateRole(_) => "FailedToCreateRole",
             Action::CreateRoleBinding(_) => "FailedToCreateRoleBinding",
@@ -399,6 +403,10 @@ fn earned_event(namespace: &str, write: &Action) -> Option<EventNote> {
             "CreatedService",
             format!("Created service {namespace}/{}", name(&service.metadata)),
         )),
+        Action::CreateIngress(ingress) => Some(EventNote::normal(
+            "CreatedIngress",
+            format!("Created ingress {namespace}/{}", name(&ingress.metadata)),
+        )),
         Action::CreateServiceAccount(account) => Some(EventNote::normal(
             "CreatedServiceAccount",
             format!(
@@ -591,6 +599,10 @@ fn pod_actions(
         actions.push(delete(extra, "more than one head Pod"));
     }
     if heads.is_empty() {
+        // Made with every new head, as the access objects below: not watched.
+        if ingress::enabled(cluster) {
+            actions.push(Action::CreateIngress(Box::new(ingress::build(cluster))));
+        }
         // The token every Pod reads, made before the first Pod that reads it.
         if let Some(name) = auth::created_secret_name(cluster) {
             actions.push(Action::CreateAuthSecret { name });

@@ -10,6 +10,7 @@
 //!   and RoleBinding it acts with.
 //! * [`auth`] gives every Ray process of a token-authenticated cluster its token, and builds
 //!   the Secret that holds it.
+//! * [`ingress`] builds the head Ingress of a cluster that asks for one.
 //! * [`gcs_wait`] adds the init container that holds a worker until the head's GCS answers.
 //! * [`upgrade`] decides when `upgradeStrategy: Recreate` replaces the Pods.
 //!
@@ -23,6 +24,7 @@ pub mod autoscaler;
 pub mod build;
 pub mod decide;
 pub mod gcs_wait;
+pub mod ingress;
 pub mod status;
 pub mod upgrade;
 

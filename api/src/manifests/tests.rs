@@ -187,7 +187,9 @@ fn rbac_is_least_privilege() {
             "rayjobs/finalizers" | "rayclusters/finalizers" => assert_eq!(verbs, &["update"]),
             // An autoscaled cluster's access objects are only ever created (and collected by
             // their owner); pods/resize is held only so it may be granted.
-            "serviceaccounts" | "roles" | "rolebindings" => assert_eq!(verbs, &["create"]),
+            "serviceaccounts" | "roles" | "rolebindings" | "ingresses" => {
+                assert_eq!(verbs, &["create"])
+            }
             "secrets" => assert_eq!(verbs, &["get", "create"]),
             "pods/resize" => assert_eq!(verbs, &["patch"]),
             // Everything else is changed with patches only.
@@ -214,6 +216,7 @@ fn rbac_is_least_privilege() {
         "secrets",
         "roles.rbac.authorization.k8s.io",
         "rolebindings.rbac.authorization.k8s.io",
+        "ingresses.networking.k8s.io",
         "services",
         "jobs.batch",
         "podgroups.scheduling.volcano.sh",
@@ -237,7 +240,7 @@ fn rbac_is_least_privilege() {
     }
     assert_eq!(
         resources.len(),
-        24,
+        25,
         "unexpected extra grants: {resources:?}"
     );
 }

@@ -113,9 +113,6 @@ pub const UNSUPPORTED_TLS: &str = "unsupported-tls";
 pub const UNSUPPORTED_HISTORY_SERVER: &str = "unsupported-history-server";
 /// **Error, `--reconciler raygate` only.** `networkPolicy`: not run by raygate's reconciler.
 pub const UNSUPPORTED_NETWORK_POLICY: &str = "unsupported-network-policy";
-/// **Error, `--reconciler raygate` only.** `headGroupSpec.enableIngress: true`: raygate's
-/// reconciler creates no Ingress.
-pub const UNSUPPORTED_INGRESS: &str = "unsupported-ingress";
 /// **Error, `--reconciler raygate` only.** `authOptions.enableK8sTokenAuth: true`: raygate's
 /// reconciler runs token authentication with a token in a Secret only, not with Kubernetes
 /// service-account tokens.
@@ -123,17 +120,16 @@ pub const UNSUPPORTED_K8S_TOKEN_AUTH: &str = "unsupported-k8s-token-auth";
 
 /// The rules that refuse a feature raygate's own reconciler does not run (`--reconciler raygate`
 /// only): each names the field and says to run the object with KubeRay or remove the field.
-pub const UNSUPPORTED_BY_RAYGATE_RECONCILER: [&str; 6] = [
+pub const UNSUPPORTED_BY_RAYGATE_RECONCILER: [&str; 5] = [
     UNSUPPORTED_GCS_FAULT_TOLERANCE,
     UNSUPPORTED_TLS,
     UNSUPPORTED_HISTORY_SERVER,
     UNSUPPORTED_NETWORK_POLICY,
-    UNSUPPORTED_INGRESS,
     UNSUPPORTED_K8S_TOKEN_AUTH,
 ];
 
 /// Every raygate rule name, in catalogue order.
-pub const ALL: [&str; 24] = [
+pub const ALL: [&str; 23] = [
     WORKER_GROUP_DUPLICATE_NAME,
     WORKER_GROUP_NAME_INVALID,
     WORKER_GROUP_REPLICAS_OUT_OF_RANGE,
@@ -156,6 +152,5 @@ pub const ALL: [&str; 24] = [
     UNSUPPORTED_TLS,
     UNSUPPORTED_HISTORY_SERVER,
     UNSUPPORTED_NETWORK_POLICY,
-    UNSUPPORTED_INGRESS,
     UNSUPPORTED_K8S_TOKEN_AUTH,
 ];

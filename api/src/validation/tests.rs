@@ -808,14 +808,6 @@ fn raycluster_rules() {
             "spec: {networkPolicy: {}}",
         )),
         raygate(fire(
-            "unsupported-ingress",
-            "spec: {headGroupSpec: {enableIngress: true}}",
-        )),
-        raygate(pass(
-            "unsupported-ingress",
-            "spec: {headGroupSpec: {enableIngress: false}}",
-        )),
-        raygate(fire(
             "unsupported-k8s-token-auth",
             "spec: {authOptions: {mode: token, enableK8sTokenAuth: true}}",
         )),
@@ -1542,12 +1534,12 @@ fn fields_messages_severities_and_compat() {
     );
 
     let findings = validate_ray_cluster(
-        &cluster("spec: {headGroupSpec: {enableIngress: true}}"),
+        &cluster("spec: {gcsFaultToleranceOptions: {redisAddress: 'redis:6379'}}"),
         &ctx("", R),
     );
     assert_eq!(
-        find(&findings, "unsupported-ingress").message,
-        "enableIngress is not supported by raygate's reconciler; run this object with KubeRay (--reconciler kuberay) or remove the field"
+        find(&findings, "unsupported-gcs-fault-tolerance").message,
+        "gcsFaultToleranceOptions (GCS fault tolerance) is not supported by raygate's reconciler; run this object with KubeRay (--reconciler kuberay) or remove the field"
     );
     // raygate's reconciler runs the autoscaler (crate::cluster::autoscaler).
     let findings = validate_ray_cluster(
@@ -1675,8 +1667,8 @@ fn every_rule_is_tested_and_catalogued() {
     let names = all_rule_names();
     assert_eq!(
         names.len(),
-        124,
-        "100 KubeRay rules + 24 raygate rules: {names:?}"
+        123,
+        "100 KubeRay rules + 23 raygate rules: {names:?}"
     );
     let tests = include_str!("tests.rs");
     let catalogue = include_str!("../../../docs/validation-rules.md");

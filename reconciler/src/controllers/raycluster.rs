@@ -439,6 +439,10 @@ impl Perform<Action> for Performer<'_> {
                 self.found_existing = !writer.create_new(&secret).await?;
                 Ok(())
             }
+            Action::CreateIngress(ingress) => {
+                self.found_existing = !writer.create_new(&*ingress).await?;
+                Ok(())
+            }
             Action::CreateServiceAccount(account) => {
                 self.found_existing = !writer.create_new(&*account).await?;
                 Ok(())

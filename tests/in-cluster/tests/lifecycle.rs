@@ -280,7 +280,7 @@ fn steady_rayjob() -> DynamicObject {
 
 /// Grants raygate uses on paths this suite does not take, so that its audit cannot show them
 /// used; each names the path.
-const NOT_USED_HERE: [(&str, &str, &str); 19] = [
+const NOT_USED_HERE: [(&str, &str, &str); 20] = [
     // The `OwnerReferencesPermissionEnforcement` admission plugin (OpenShift turns it on; the
     // environment does not) lets only a user who may update an owner's `finalizers` set
     // `blockOwnerDeletion` on its dependents, which raygate's objects carry.
@@ -310,6 +310,8 @@ const NOT_USED_HERE: [(&str, &str, &str); 19] = [
     ("", "serviceaccounts", "create"),
     ("rbac.authorization.k8s.io", "roles", "create"),
     ("rbac.authorization.k8s.io", "rolebindings", "create"),
+    // A head Ingress (`raygate_api::cluster::ingress`): this suite's clusters ask for none.
+    ("networking.k8s.io", "ingresses", "create"),
     // A QueuePolicy's status: this suite creates none (tests/tests/queue_policy.rs does, with
     // raygate as a host process).
     ("raygate.io", "queuepolicies/status", "patch"),

@@ -8,6 +8,8 @@
 //!   `minReplicas`, and suspending the cluster frees its queue;
 //! * `gang`: the same RayJob is gang-scheduled by Volcano and completes with the real Ray head
 //!   in a Volcano namespace, and runs as plain KubeRay in an unlabelled one;
+//! * `ingress`: a RayCluster with `enableIngress` gets the same head Ingress from raygate's
+//!   reconciler as from KubeRay;
 //! * `lifecycle`: suspension, deletion and completion leave no PodGroup holding resources, and
 //!   Volcano's accounting of each RayJob's own queue back at nothing;
 //! * `oracle`: a KubeRay started with `--batch-scheduler=volcano` is detected and left alone,
@@ -25,6 +27,7 @@
 
 mod autoscaler;
 mod gang;
+mod ingress;
 mod lifecycle;
 mod oracle;
 mod real_nodes;

@@ -17,9 +17,11 @@ async fn a_feature_raygates_reconciler_lacks_is_refused_only_where_raygate_runs_
     let env = Env::load();
     let by_raygate = TestNamespace::with_labels(&env, "coexist-val-rg", &[OPT_IN, RAYGATE]).await;
     let by_kuberay = TestNamespace::with_labels(&env, "coexist-val-kr", &[OPT_IN, KUBERAY]).await;
-    let mut with_ingress = ray_job("ingress", "python -c 'print(1)'", json!({}));
-    with_ingress["spec"]["rayClusterSpec"]["headGroupSpec"]["enableIngress"] = json!(true);
-    let object: kube::api::DynamicObject = serde_json::from_value(with_ingress).expect("a RayJob");
+    let mut fault_tolerant = ray_job("fault-tolerant", "python -c 'print(1)'", json!({}));
+    fault_tolerant["spec"]["rayClusterSpec"]["gcsFaultToleranceOptions"] =
+        json!({"redisAddress": "redis:6379"});
+    let object: kube::api::DynamicObject =
+        serde_json::from_value(fault_tolerant).expect("a RayJob");
     // Dry runs: admission runs in full, nothing is stored.
     let dry_run = PostParams {
         dry_run: true,
@@ -29,10 +31,10 @@ async fn a_feature_raygates_reconciler_lacks_is_refused_only_where_raygate_runs_
     let refused = ray_api(&by_raygate, "RayJob")
         .create(&dry_run, &object)
         .await
-        .expect_err("raygate's reconciler creates no Ingress");
+        .expect_err("raygate's reconciler does not run GCS fault tolerance");
     let message = refused.to_string();
     assert!(
-        message.contains("spec.rayClusterSpec.headGroupSpec.enableIngress")
+        message.contains("spec.rayClusterSpec.gcsFaultToleranceOptions")
             && message.contains("not supported by raygate's reconciler"),
         "{message}"
     );
@@ -40,9 +42,9 @@ async fn a_feature_raygates_reconciler_lacks_is_refused_only_where_raygate_runs_
     let accepted = ray_api(&by_kuberay, "RayJob")
         .create(&dry_run, &object)
         .await
-        .unwrap_or_else(|e| panic!("KubeRay creates the head's Ingress: {e}"));
+        .unwrap_or_else(|e| panic!("KubeRay runs GCS fault tolerance: {e}"));
     assert_eq!(
-        accepted.data["spec"]["rayClusterSpec"]["headGroupSpec"]["enableIngress"],
-        true
+        accepted.data["spec"]["rayClusterSpec"]["gcsFaultToleranceOptions"]["redisAddress"],
+        "redis:6379"
     );
 }

@@ -813,7 +813,7 @@ fn the_clusters_own_gang_gets_the_gang_pending_condition_and_an_event() {
 #[test]
 fn an_invalid_cluster_gets_no_children_and_a_failed_status() {
     let mut c = cluster();
-    c.spec.head_group_spec.enable_ingress = Some(true);
+    c.spec.gcs_fault_tolerance_options = Some(Default::default());
     let p = plan(&c, &[], None, None, true);
     assert!(p.actions.is_empty(), "{:?}", p.actions);
     assert_eq!(p.status.state.as_deref(), Some("failed"));
@@ -821,7 +821,7 @@ fn an_invalid_cluster_gets_no_children_and_a_failed_status() {
         p.status
             .reason
             .as_deref()
-            .is_some_and(|r| r.contains("enableIngress")),
+            .is_some_and(|r| r.contains("gcsFaultToleranceOptions")),
         "{:?}",
         p.status.reason
     );
@@ -1740,4 +1740,44 @@ fn a_token_authenticated_head_is_preceded_by_its_token_secret() {
     // A Secret the user names is the user's to make.
     c.spec.auth_options.as_mut().expect("auth").secret_name = Some("team-token".into());
     assert!(token_secret_writes(&plan(&c, &[], Some(&service(&c)), None, false)).is_empty());
+}
+
+#[test]
+fn a_head_that_asks_for_an_ingress_is_preceded_by_it() {
+    let mut c = cluster();
+    c.spec.head_group_spec.enable_ingress = Some(true);
+    let p = plan(&c, &[], Some(&service(&c)), None, false);
+    let ingress = p
+        .actions
+        .iter()
+        .position(|a| matches!(a, Action::CreateIngress(i) if name_of(&i.metadata) == "demo-head-ingress"))
+        .expect("an Ingress");
+    let head = p
+        .actions
+        .iter()
+        .position(|a| matches!(a, Action::CreatePod(pod) if is_head(pod)))
+        .expect("a head");
+    assert!(ingress < head, "{:?}", p.actions);
+    assert!(
+        p.events.iter().any(|e| e.reason == "CreatedIngress"
+            && e.message == "Created ingress team/demo-head-ingress"),
+        "{:?}",
+        p.events
+    );
+    let mut pods = Vec::new();
+    converge(&c, &mut pods);
+    let again = plan(&c, &pods, Some(&service(&c)), None, false);
+    assert!(
+        !again
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::CreateIngress(_)))
+    );
+    let without = plan(&cluster(), &[], Some(&service(&c)), None, false);
+    assert!(
+        !without
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::CreateIngress(_)))
+    );
 }

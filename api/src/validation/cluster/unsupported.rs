@@ -59,14 +59,6 @@ pub(super) fn validate(
             out,
         );
     }
-    if spec.head_group_spec.enable_ingress == Some(true) {
-        report(
-            rr::UNSUPPORTED_INGRESS,
-            "headGroupSpec.enableIngress",
-            "enableIngress",
-            out,
-        );
-    }
     if spec.k8s_token_auth() {
         report(
             rr::UNSUPPORTED_K8S_TOKEN_AUTH,
