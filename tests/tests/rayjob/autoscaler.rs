@@ -14,7 +14,7 @@ use raygate_e2e::{Env, TestNamespace};
 use serde_json::json;
 
 use super::lifecycle::{OPT_IN, assert_gang_bound, assert_on_real_nodes};
-use super::{RUN, create, events_about, job_dashboard, pods, ray_job, wait_status};
+use super::{RUN, create, events_about, job_dashboard, pods, ray_job, wait_status, wait_succeeded};
 
 /// Scale-down waits out the idle timeout and then an autoscaler period or two.
 const IDLE_TIMEOUT_SECONDS: u64 = 20;
@@ -120,16 +120,7 @@ async fn the_autoscaler_scales_workers_up_for_the_job_and_down_when_idle() {
         })
         .await;
     let scale_up = running_at.elapsed();
-    let done = wait_status(&ns, "elastic", "the RayJob to be Complete", |s| {
-        s.job_deployment_status.as_deref() == Some("Complete")
-    })
-    .await;
-    assert_eq!(
-        done.job_status.as_deref(),
-        Some("SUCCEEDED"),
-        "{}",
-        ns.dump().await
-    );
+    let done = wait_succeeded(&ns, "elastic").await;
     let logs = job_dashboard(&ns, "elastic")
         .get(&format!(
             "/api/jobs/{}/logs",

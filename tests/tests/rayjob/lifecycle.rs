@@ -13,7 +13,7 @@ use raygate_e2e::ray::Dashboard;
 use raygate_e2e::{Env, TestNamespace, kubectl};
 use serde_json::json;
 
-use super::{RUN, create, events_about, job_dashboard, pods, ray_job, wait_status};
+use super::{RUN, create, events_about, job_dashboard, pods, ray_job, wait_status, wait_succeeded};
 
 pub(super) const OPT_IN: [(&str, &str); 1] = [(NAMESPACE_OPT_IN_LABEL, NAMESPACE_OPT_IN_VALUE)];
 
@@ -148,16 +148,7 @@ async fn the_example_rayjob_completes_on_real_nodes_in_a_namespace_with_only_the
     assert_gang_bound(&ray_pods, "rayjob-sample", None, &dump);
     assert_on_real_nodes(&ray_pods, &env, &dump);
 
-    let done = wait_status(&ns, "rayjob-sample", "the RayJob to be Complete", |s| {
-        s.job_deployment_status.as_deref() == Some("Complete")
-    })
-    .await;
-    assert_eq!(
-        done.job_status.as_deref(),
-        Some("SUCCEEDED"),
-        "{}",
-        ns.dump().await
-    );
+    wait_succeeded(&ns, "rayjob-sample").await;
     let submitter_pods = pods(&ns, "job-name=rayjob-sample").await;
     assert_eq!(submitter_pods.len(), 1, "{}", ns.dump().await);
     assert_on_real_nodes(&submitter_pods, &env, "");

@@ -91,6 +91,22 @@ async fn wait_status(
     .await
 }
 
+/// Waits until the RayJob is `Complete` and returns its status, failing with the namespace's
+/// state unless its Ray job `SUCCEEDED`.
+async fn wait_succeeded(ns: &TestNamespace, name: &str) -> raygate_api::ray::v1::RayJobStatus {
+    let done = wait_status(ns, name, "the RayJob to be Complete", |s| {
+        s.job_deployment_status.as_deref() == Some("Complete")
+    })
+    .await;
+    assert_eq!(
+        done.job_status.as_deref(),
+        Some("SUCCEEDED"),
+        "{}",
+        ns.dump().await
+    );
+    done
+}
+
 /// The Events about object `name` in the test namespace.
 async fn events_about(ns: &TestNamespace, name: &str) -> kube::Result<Vec<Event>> {
     let about = ListParams::default().fields(&format!("involvedObject.name={name}"));

@@ -10,7 +10,7 @@ use raygate_e2e::{Env, TestNamespace};
 use serde_json::json;
 
 use super::lifecycle::{OPT_IN, assert_on_real_nodes, assert_waited_for_the_gcs};
-use super::{create, job_dashboard, pods, ray_job, wait_status};
+use super::{create, job_dashboard, pods, ray_job, wait_succeeded};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_token_authenticated_rayjob_runs_and_its_dashboard_wants_the_token() {
@@ -40,16 +40,7 @@ async fn a_token_authenticated_rayjob_runs_and_its_dashboard_wants_the_token() {
         .insert("num-cpus".into(), "1".into());
     create(&ns, &job).await;
 
-    let done = wait_status(&ns, "secure", "the RayJob to be Complete", |s| {
-        s.job_deployment_status.as_deref() == Some("Complete")
-    })
-    .await;
-    assert_eq!(
-        done.job_status.as_deref(),
-        Some("SUCCEEDED"),
-        "{}",
-        ns.dump().await
-    );
+    let done = wait_succeeded(&ns, "secure").await;
     let cluster = done.ray_cluster_name.clone().expect("a cluster");
     let submission = done.job_id.clone().expect("a job id");
 
