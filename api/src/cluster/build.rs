@@ -642,6 +642,17 @@ pub fn build_pod(
         autoscaler::mount_logs(&mut spec);
     }
     auth::add_to_pod(cluster, &mut spec);
+    // As KubeRay, every init container (the user's too) can find the head: `FQ_RAY_IP`, and
+    // the deprecated `RAY_IP` (its first label). One the container sets itself is kept.
+    let short = fqdn.split('.').next().unwrap_or_default().to_string();
+    for container in spec.init_containers.iter_mut().flatten() {
+        let env = container.env.get_or_insert_with(Vec::new);
+        for var in [value_env("FQ_RAY_IP", &fqdn), value_env("RAY_IP", &short)] {
+            if !env.iter().any(|e| e.name == var.name) {
+                env.push(var);
+            }
+        }
+    }
 
     let mut annotations = template_meta.annotations;
     if let PodRole::Head = role {

@@ -77,9 +77,34 @@ fn a_worker_waits_for_its_heads_gcs_after_its_own_init_containers() {
         script.contains("ray health-check --address demo-head-svc.team.svc.cluster.local:7000"),
         "{script}"
     );
-    // The template's environment and mounts, not those raygate adds to the Ray container.
-    let env: Vec<&str> = wait.env.iter().flatten().map(|e| e.name.as_str()).collect();
-    assert_eq!(env, ["RAY_USE_TLS"]);
+    // The template's environment and mounts, not those raygate adds to the Ray container; then
+    // the head's address, as every init container gets it.
+    let env: Vec<(&str, Option<&str>)> = wait
+        .env
+        .iter()
+        .flatten()
+        .map(|e| (e.name.as_str(), e.value.as_deref()))
+        .collect();
+    assert_eq!(
+        env,
+        [
+            ("RAY_USE_TLS", Some("1")),
+            ("FQ_RAY_IP", Some("demo-head-svc.team.svc.cluster.local")),
+            ("RAY_IP", Some("demo-head-svc")),
+        ]
+    );
+    let users = &init[0];
+    let users_env: Vec<&str> = users
+        .env
+        .iter()
+        .flatten()
+        .map(|e| e.name.as_str())
+        .collect();
+    assert_eq!(
+        users_env,
+        ["FQ_RAY_IP", "RAY_IP"],
+        "the user's init container too"
+    );
     let mounts: Vec<&str> = wait
         .volume_mounts
         .iter()
