@@ -6,6 +6,9 @@
 //!
 //! * `autoscaler`: Pods that a RayCluster's autoscaler adds join its gang, which stays sized by
 //!   `minReplicas`, and suspending the cluster frees its queue;
+//! * `differential`: an autoscaling, token-authenticated RayCluster gets the same autoscaler
+//!   access objects, token Secret, autoscaler and `wait-gcs-ready` containers from raygate's
+//!   reconciler as from KubeRay;
 //! * `gang`: the same RayJob is gang-scheduled by Volcano and completes with the real Ray head
 //!   in a Volcano namespace, and runs as plain KubeRay in an unlabelled one;
 //! * `ingress`: a RayCluster with `enableIngress` gets the same head Ingress from raygate's
@@ -26,6 +29,7 @@
 //! Run inside the environment: `tests/env/control-plane exec -- cargo test -p raygate-e2e --test coexist`.
 
 mod autoscaler;
+mod differential;
 mod gang;
 mod ingress;
 mod lifecycle;
